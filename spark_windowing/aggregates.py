@@ -1,0 +1,470 @@
+"""Aggregations: parsed from the ``aggregate`` option, bound to the upstream schema, computed
+incrementally per (key, window).
+
+Built-ins (SQL null semantics: nulls are ignored; an aggregate over no non-null value is null,
+counts are 0):
+
+=====================  ==========================================================================
+``sum(x)``             int64 for integer input, float64 otherwise
+``count(*)``           elements; ``count(x)``: non-null values
+``avg(x)``             float64
+``min(x)``/``max(x)``  numbers, timestamps, dates, strings, booleans
+``first(x)``           value of the element with the smallest event time (ties: earliest arrival)
+``last(x)``            value of the element with the largest event time (ties: latest arrival)
+``collect_list(x)``    non-null values in arrival order (upstream order within a micro-batch)
+``count_distinct(x)``  distinct non-null values
+=====================  ==========================================================================
+
+Each may carry ``AS alias``; the default name is ``func(x)``, e.g. ``sum(amount)``.
+
+Custom accumulation: ``module:Class`` names a class with a no-argument constructor and::
+
+    output_fields = [("total", pa.int64()), ...]    # the pane columns it produces
+    def initial(self) -> acc
+    def add(self, acc, elements: pa.Table) -> acc   # one (key, window)'s new elements, arrival order
+    def merge(self, accs: list) -> acc              # session merges
+    def output(self, acc) -> dict                   # {column: value} for output_fields
+
+Per batch, the built-ins pre-aggregate all (key, window) groups with one Arrow ``group_by`` and
+merge the partials into row-aligned NumPy state with vectorized operations.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_windowing.errors import OptionError
+
+AGGREGATE_FORMS = ("a comma-separated list of sum(x), count(*), count(x), avg(x), min(x), max(x), first(x), "
+                   "last(x), collect_list(x), count_distinct(x), each optionally followed by 'AS <name>'; "
+                   "or module:Class for a custom accumulation")
+FUNCS = ("sum", "count", "avg", "min", "max", "first", "last", "collect_list", "count_distinct")
+_ITEM = re.compile(r"^\s*([A-Za-z_]\w*)\s*\(\s*(\*|[A-Za-z_][\w.]*|`[^`]+`)\s*\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$")
+_CUSTOM = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(?:(?i:AS)\s+([A-Za-z_]\w*))?\s*$")
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """One aggregate of the ``aggregate`` option (unbound: no types yet)."""
+
+    func: str            # one of FUNCS, "count_star" or "custom"
+    column: str | None   # input column (None for count(*) and custom)
+    alias: str
+    target: str | None = None  # "module:Class" for custom
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def parse_aggregates(text: str) -> tuple[AggregateSpec, ...]:
+    """Parse the ``aggregate`` option; raise OptionError naming the bad item."""
+    specs: list[AggregateSpec] = []
+    if not str(text).strip():
+        raise OptionError("aggregate", text, AGGREGATE_FORMS, why="empty")
+    for item in _split_top_level(str(text)):
+        custom = _CUSTOM.match(item)
+        if custom and "(" not in item:
+            specs.append(AggregateSpec("custom", None, custom.group(3) or custom.group(2),
+                                       target=f"{custom.group(1)}:{custom.group(2)}"))
+            continue
+        m = _ITEM.match(item)
+        if not m:
+            raise OptionError("aggregate", text, AGGREGATE_FORMS, why=f"cannot parse {item.strip()!r}")
+        func, col, alias = m.group(1).lower(), m.group(2).strip("`"), m.group(3)
+        if func not in FUNCS:
+            raise OptionError("aggregate", text, AGGREGATE_FORMS, why=f"unknown aggregate function {m.group(1)!r}")
+        if col == "*":
+            if func != "count":
+                raise OptionError("aggregate", text, AGGREGATE_FORMS, why=f"{func}(*) is not allowed; only count(*)")
+            func, col = "count_star", None
+        name = alias.strip("`") if alias else f"{m.group(1).lower()}({m.group(2)})"
+        specs.append(AggregateSpec(func, col, name))
+    names = [s.alias for s in specs]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise OptionError("aggregate", text, AGGREGATE_FORMS, why=f"duplicate output name(s) {sorted(dup)}; use AS")
+    return tuple(specs)
+
+
+def load_custom(target: str, option: str = "aggregate") -> Any:
+    """Import ``module:Class`` and instantiate it; raise OptionError if it is not there."""
+    module, _, name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise OptionError(option, target, "module:Class importable on the driver and the workers",
+                          why=str(e)) from None
+    obj = cls()
+    for attr in ("initial", "add", "merge", "output", "output_fields"):
+        if not hasattr(obj, attr):
+            raise OptionError(option, target, "a class with output_fields, initial(), add(), merge(), output()",
+                              why=f"{target} has no {attr!r}")
+    return obj
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _orderable(t: pa.DataType) -> bool:
+    return (_numeric(t) or pa.types.is_temporal(t) or pa.types.is_string(t)
+            or pa.types.is_large_string(t) or pa.types.is_boolean(t))
+
+
+@dataclass
+class BoundAggregate:
+    """An aggregate bound to its input type: knows its state columns and output field."""
+
+    spec: AggregateSpec
+    index: int
+    input_type: pa.DataType | None
+    custom: Any = None
+    _np_dtype: Any = field(default=None, repr=False)
+
+    # ---- layout ----
+    @property
+    def prefix(self) -> str:
+        return f"a{self.index}:"
+
+    def output_fields(self) -> list[pa.Field]:
+        f, t = self.spec.func, self.input_type
+        if f == "custom":
+            return [pa.field(n, ty) for n, ty in _custom_fields(self.custom)]
+        out = {"sum": pa.int64() if t is not None and pa.types.is_integer(t) else pa.float64(),
+               "count": pa.int64(), "count_star": pa.int64(), "count_distinct": pa.int64(),
+               "avg": pa.float64(), "collect_list": pa.list_(t) if t is not None else None}.get(f, t)
+        return [pa.field(self.spec.alias, out)]
+
+    def value_dtype(self):
+        t = self.input_type
+        if self.spec.func == "sum":
+            return np.int64 if pa.types.is_integer(t) else np.float64
+        if self.spec.func == "avg":
+            return np.float64
+        if t is not None and (pa.types.is_integer(t) or pa.types.is_floating(t)):
+            return t.to_pandas_dtype()
+        if t is not None and (pa.types.is_timestamp(t)):
+            return np.dtype(f"datetime64[{t.unit}]")
+        if t is not None and pa.types.is_boolean(t):
+            return np.bool_
+        return object
+
+    def state_columns(self) -> dict[str, tuple[Any, Any]]:
+        """name -> (numpy dtype, default value)."""
+        p, f = self.prefix, self.spec.func
+        if f in ("count", "count_star"):
+            return {p + "n": (np.int64, 0)}
+        if f in ("sum", "avg"):
+            dt = self.value_dtype()
+            return {p + "s": (dt, 0), p + "n": (np.int64, 0)}
+        if f in ("min", "max"):
+            return {p + "v": (self.value_dtype(), None), p + "n": (np.int64, 0)}
+        if f in ("first", "last"):
+            return {p + "v": (self.value_dtype(), None), p + "t": (np.int64, 0), p + "n": (np.int64, 0)}
+        if f in ("collect_list", "count_distinct", "custom"):
+            return {p + "o": (object, None)}
+        raise AssertionError(f)
+
+    def fresh_objects(self, n: int) -> np.ndarray:
+        out = np.empty(n, dtype=object)
+        f = self.spec.func
+        for i in range(n):
+            out[i] = [] if f == "collect_list" else set() if f == "count_distinct" else self.custom.initial()
+        return out
+
+    # ---- pre-aggregation of a batch ----
+    def arrow_aggs(self, col: str | None) -> list[tuple[str, str]]:
+        f = self.spec.func
+        if f in ("sum", "avg"):
+            return [(col, "sum"), (col, "count")]
+        if f == "count":
+            return [(col, "count")]
+        if f in ("min", "max"):
+            return [(col, f), (col, "count")]
+        if f == "collect_list":
+            return [(col, "list")]
+        if f == "count_distinct":
+            return [(col, "distinct")]
+        return []
+
+
+def _custom_fields(obj: Any) -> list[tuple[str, pa.DataType]]:
+    fields = obj.output_fields
+    if isinstance(fields, pa.Schema):
+        return [(f.name, f.type) for f in fields]
+    return [(n, t) for n, t in fields]
+
+
+def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: str = "") -> list[BoundAggregate]:
+    """Resolve input columns and types; raise OptionError for unknown columns or bad types."""
+    bound = []
+    for i, s in enumerate(specs):
+        t = None
+        custom = None
+        if s.func == "custom":
+            custom = load_custom(s.target or "")
+        elif s.column is not None:
+            if s.column not in schema.names:
+                raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
+                                  why=f"column {s.column!r} is not an upstream column {schema.names}")
+            t = schema.field(s.column).type
+            if s.func in ("sum", "avg") and not _numeric(t):
+                raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
+                                  why=f"{s.func}({s.column}) needs a numeric column, {s.column!r} is {t}")
+            if pa.types.is_decimal(t):
+                t = pa.float64()
+            if s.func in ("min", "max") and not _orderable(t):
+                raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
+                                  why=f"{s.func}({s.column}) needs an orderable column, {s.column!r} is {t}")
+        bound.append(BoundAggregate(s, i, t, custom))
+    return bound
+
+
+# ---- state operations (used by the operator) -------------------------------------------------
+
+def _col_name(i: int) -> str:
+    return f"__v{i}"
+
+
+def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts: np.ndarray,
+                 hold_ts: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+    """Group (element, window) pairs by target row id ``g``; return (rows, counts/holds, partials).
+
+    ``pairs`` holds the elements' columns (one row per pair, arrival order), ``ts`` their event
+    times, ``hold_ts`` the times that count for the watermark hold (NaT-like = MAX where they don't).
+    """
+    cols: dict[str, Any] = {"__g": pa.array(g, pa.int64()), "__ts": pa.array(ts, pa.int64())}
+    specs: list[tuple[str, str]] = [("__ts", "count"), ("__ts", "min")]
+    if hold_ts is not None:
+        cols["__h"] = pa.array(hold_ts, pa.int64(), mask=hold_ts == np.iinfo(np.int64).max)
+        specs += [("__h", "min"), ("__h", "max")]
+    for a in aggs:
+        if a.spec.column is not None and a.spec.func not in ("first", "last"):
+            name = _col_name(a.index)
+            arr = pairs.column(a.spec.column)
+            if a.spec.func in ("sum", "avg") and not pa.types.is_integer(arr.type):
+                arr = pc.cast(arr, pa.float64())
+            cols[name] = arr
+            specs += a.arrow_aggs(name)
+    table = pa.table(cols)
+    out = table.group_by("__g", use_threads=False).aggregate(specs)
+    rows = out.column("__g").to_numpy()
+    res: dict[str, np.ndarray] = {
+        "n": out.column("__ts_count").to_numpy(),
+        "min_ts": out.column("__ts_min").to_numpy(),
+    }
+    if hold_ts is not None:
+        big = np.iinfo(np.int64).max
+        res["hold_min"] = out.column("__h_min").fill_null(big).to_numpy()
+        res["hold_max"] = out.column("__h_max").fill_null(np.iinfo(np.int64).min).to_numpy()
+    partials: dict[str, Any] = {}
+    for a in aggs:
+        name = _col_name(a.index)
+        f = a.spec.func
+        if f in ("sum", "avg"):
+            partials[a.prefix + "s"] = out.column(f"{name}_sum").fill_null(0).to_numpy()
+            partials[a.prefix + "n"] = out.column(f"{name}_count").to_numpy()
+        elif f == "count":
+            partials[a.prefix + "n"] = out.column(f"{name}_count").to_numpy()
+        elif f == "count_star":
+            partials[a.prefix + "n"] = res["n"]
+        elif f in ("min", "max"):
+            partials[a.prefix + "v"] = out.column(f"{name}_{f}")
+            partials[a.prefix + "n"] = out.column(f"{name}_count").to_numpy()
+        elif f in ("collect_list", "count_distinct"):
+            partials[a.prefix + "o"] = out.column(f"{name}_{'list' if f == 'collect_list' else 'distinct'}")
+    _first_last(aggs, pairs, g, ts, rows, partials)
+    _custom_partials(aggs, pairs, g, rows, partials)
+    return rows, res, partials
+
+
+def _first_last(aggs, pairs, g, ts, rows, partials) -> None:
+    fl = [a for a in aggs if a.spec.func in ("first", "last")]
+    if not fl:
+        return
+    order = np.lexsort((np.arange(len(ts)), ts))  # by time, then arrival
+    cols: dict[str, Any] = {"__g": pa.array(g[order], pa.int64())}
+    specs = []
+    for a in fl:
+        name = _col_name(a.index)
+        v = pairs.column(a.spec.column).take(pa.array(order))
+        t = pa.array(ts[order], pa.int64(), mask=np.asarray(v.is_null()))
+        cols[name], cols[name + "t"] = v, t
+        specs += [(name, a.spec.func), (name + "t", "min" if a.spec.func == "first" else "max"),
+                  (name, "count")]
+    out = pa.table(cols).group_by("__g", use_threads=False).aggregate(specs)
+    pos = np.empty(int(rows.max()) + 1 if len(rows) else 0, dtype=np.int64)
+    pos[out.column("__g").to_numpy()] = np.arange(out.num_rows)
+    take = pa.array(pos[rows])
+    for a in fl:
+        name = _col_name(a.index)
+        partials[a.prefix + "v"] = out.column(f"{name}_{a.spec.func}").take(take)
+        partials[a.prefix + "t"] = out.column(f"{name}t_{'min' if a.spec.func == 'first' else 'max'}").take(take).fill_null(0).to_numpy()
+        partials[a.prefix + "n"] = out.column(f"{name}_count").take(take).to_numpy()
+
+
+def _custom_partials(aggs, pairs, g, rows, partials) -> None:
+    cs = [a for a in aggs if a.spec.func == "custom"]
+    if not cs:
+        return
+    order = np.argsort(g, kind="stable")
+    sorted_g = g[order]
+    bounds = np.searchsorted(sorted_g, rows, side="left"), np.searchsorted(sorted_g, rows, side="right")
+    table = pairs.take(pa.array(order))
+    for a in cs:
+        groups = np.empty(len(rows), dtype=object)
+        for i, (lo, hi) in enumerate(zip(*bounds)):
+            groups[i] = table.slice(int(lo), int(hi - lo))
+        partials[a.prefix + "o"] = groups
+
+
+def _to_np(arr: pa.Array | pa.ChunkedArray, dtype) -> np.ndarray:
+    if dtype is object:
+        out = np.empty(len(arr), dtype=object)
+        out[:] = arr.to_pylist()
+        return out
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_timestamp(arr.type):
+        arr = arr.cast(pa.timestamp(arr.type.unit))
+    return arr.to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+def merge_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray,
+                   partials: dict[str, Any]) -> None:
+    """Fold a batch's partial aggregates into the state rows ``rows`` (unique)."""
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        if f in ("count", "count_star"):
+            cols[p + "n"][rows] += partials[p + "n"]
+        elif f in ("sum", "avg"):
+            cols[p + "s"][rows] += partials[p + "s"].astype(cols[p + "s"].dtype, copy=False)
+            cols[p + "n"][rows] += partials[p + "n"]
+        elif f in ("min", "max", "first", "last"):
+            pn = partials[p + "n"]
+            valid = pn > 0
+            r = rows[valid]
+            pv = _to_np(partials[p + "v"].filter(pa.array(valid)), cols[p + "v"].dtype)
+            old_n = cols[p + "n"][r]
+            if f in ("min", "max"):
+                old = np.where(old_n == 0, pv, cols[p + "v"][r])  # no None comparisons
+                better = (old_n == 0) | ((pv < old) if f == "min" else (pv > old))
+            else:
+                pt = partials[p + "t"][valid]
+                old_t = cols[p + "t"][r]
+                better = (old_n == 0) | ((pt < old_t) if f == "first" else (pt >= old_t))
+                cols[p + "t"][r[better]] = pt[better]
+            cols[p + "v"][r[better]] = pv[better]
+            cols[p + "n"][rows] += pn
+        elif f == "collect_list":
+            store = cols[p + "o"]
+            for r, values in zip(rows.tolist(), partials[p + "o"].to_pylist()):
+                store[r].extend(v for v in values if v is not None)
+        elif f == "count_distinct":
+            store = cols[p + "o"]
+            for r, values in zip(rows.tolist(), partials[p + "o"].to_pylist()):
+                store[r].update(v for v in values if v is not None)
+        elif f == "custom":
+            store = cols[p + "o"]
+            for r, elements in zip(rows.tolist(), partials[p + "o"]):
+                store[r] = a.custom.add(store[r], elements)
+
+
+def merge_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], src: int, dst: int) -> None:
+    """Fold row ``src``'s aggregate state into row ``dst`` (session merges)."""
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        if f in ("count", "count_star"):
+            cols[p + "n"][dst] += cols[p + "n"][src]
+        elif f in ("sum", "avg"):
+            cols[p + "s"][dst] += cols[p + "s"][src]
+            cols[p + "n"][dst] += cols[p + "n"][src]
+        elif f in ("min", "max", "first", "last"):
+            if cols[p + "n"][src] > 0:
+                if cols[p + "n"][dst] == 0:
+                    better = True
+                elif f == "min":
+                    better = cols[p + "v"][src] < cols[p + "v"][dst]
+                elif f == "max":
+                    better = cols[p + "v"][src] > cols[p + "v"][dst]
+                elif f == "first":
+                    better = cols[p + "t"][src] < cols[p + "t"][dst]
+                else:
+                    better = cols[p + "t"][src] >= cols[p + "t"][dst]
+                if better:
+                    cols[p + "v"][dst] = cols[p + "v"][src]
+                    if f in ("first", "last"):
+                        cols[p + "t"][dst] = cols[p + "t"][src]
+                cols[p + "n"][dst] += cols[p + "n"][src]
+        elif f == "collect_list":
+            cols[p + "o"][dst] = cols[p + "o"][dst] + cols[p + "o"][src]
+        elif f == "count_distinct":
+            cols[p + "o"][dst] = cols[p + "o"][dst] | cols[p + "o"][src]
+        elif f == "custom":
+            cols[p + "o"][dst] = a.custom.merge([cols[p + "o"][dst], cols[p + "o"][src]])
+
+
+def reset_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
+    """Clear the aggregate state of ``rows`` (discarding mode, finished windows)."""
+    for a in aggs:
+        for name, (dt, default) in a.state_columns().items():
+            if name.endswith(":o"):
+                cols[name][rows] = a.fresh_objects(len(rows))
+            elif name.endswith(":v") and cols[name].dtype != object:
+                pass  # guarded by the count column
+            else:
+                cols[name][rows] = 0 if default is None else default
+
+
+def outputs(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray) -> list[pa.Array]:
+    """The pane's aggregate columns for ``rows``, typed as ``output_fields``."""
+    arrays: list[pa.Array] = []
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        if f in ("count", "count_star"):
+            arrays.append(pa.array(cols[p + "n"][rows], pa.int64()))
+        elif f == "sum":
+            n = cols[p + "n"][rows]
+            arrays.append(pa.array(cols[p + "s"][rows], a.output_fields()[0].type, mask=n == 0))
+        elif f == "avg":
+            n = cols[p + "n"][rows]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                arrays.append(pa.array(cols[p + "s"][rows] / np.maximum(n, 1), pa.float64(), mask=n == 0))
+        elif f in ("min", "max", "first", "last"):
+            n = cols[p + "n"][rows]
+            v = cols[p + "v"][rows]
+            t = a.output_fields()[0].type
+            if v.dtype == object:
+                vals = [x if k > 0 else None for x, k in zip(v.tolist(), n.tolist())]
+                arrays.append(pa.array(vals, t))
+            else:
+                arrays.append(pa.array(v, mask=n == 0).cast(t))
+        elif f == "collect_list":
+            arrays.append(pa.array([list(x) for x in cols[p + "o"][rows]], a.output_fields()[0].type))
+        elif f == "count_distinct":
+            arrays.append(pa.array([len(x) for x in cols[p + "o"][rows]], pa.int64()))
+        elif f == "custom":
+            outs = [a.custom.output(x) for x in cols[p + "o"][rows]]
+            for fld in a.output_fields():
+                arrays.append(pa.array([o.get(fld.name) for o in outs], fld.type))
+    return arrays

@@ -1,0 +1,694 @@
+"""The windowed operator: one ``step`` per micro-batch (Beam bundle), on whole Arrow batches.
+
+A step takes the batch's events, the input watermark ``W`` and the processing time ``P``:
+
+1. timestamps are read (malformed rows -> late output), windows assigned (vectorized);
+2. (element, window) pairs with ``end + allowedLateness <= W`` go to the late output
+   (``too_late``), pairs of windows whose trigger finished go there too (``closed``);
+3. session windows merge per key (overlapping or touching);
+4. the pairs are pre-aggregated per (key, window) with one Arrow ``group_by`` and folded into
+   the window table (row-aligned NumPy columns);
+5. triggers are evaluated once per (key, window) that got elements or has a due timer — at most
+   one firing per window and step, after all elements are added (Beam's per-bundle rule);
+6. panes are emitted (with RETRACTION rows under ``accumulating_and_retracting``), and windows
+   with ``W >= end + allowedLateness`` are removed.
+
+Per-element Python work is limited to what the semantics need (collect_list values, custom
+accumulations); trigger evaluation is one NumPy operation per trigger node per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_windowing import aggregates as agg
+from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
+from spark_windowing.errors import OptionError
+from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, LATE_FIELDS, LATE_REASON_CLOSED,
+                                   LATE_REASON_MALFORMED, LATE_REASON_TOO_LATE, TIMESTAMP,
+                                   TIMING_EARLY, TIMING_LATE, TIMING_ON_TIME, pane_schema)
+from spark_windowing.spec import OperatorSpec
+from spark_windowing.triggers import NONE, Ctx
+
+TIMINGS = np.array([TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE], dtype=object)
+_EARLY, _ON_TIME, _LATE = 0, 1, 2
+_NOKEY = "__nokey"
+_I64_MAX = np.iinfo(np.int64).max
+_I64_MIN = np.iinfo(np.int64).min
+
+# Row-level columns every window has: name -> (dtype, default).
+_BASE_COLUMNS: dict[str, tuple[object, object]] = {
+    "ws": (np.int64, 0), "we": (np.int64, 0),
+    "eow": (np.bool_, False),          # end-of-window timer pending
+    "closed": (np.bool_, False),       # trigger finished: tombstone until expiry
+    "pidx": (np.int64, 0),             # panes emitted so far (next pane_index)
+    "nonspec": (np.int64, 0),          # non-EARLY panes emitted so far
+    "hold_min": (np.int64, _I64_MAX),  # watermark hold (earliest / latest combiners)
+    "hold_max": (np.int64, _I64_MIN),
+    "lp_idx": (np.int64, -1),          # last emitted TRIGGER: index, timing, timestamp
+    "lp_timing": (np.int8, 0),
+    "lp_ts": (np.int64, 0),
+}
+
+
+@dataclass
+class StepResult:
+    """What one step produced: panes (pane schema), late rows, and counters."""
+
+    panes: pa.Table
+    late: pa.Table
+    metrics: dict[str, int] = field(default_factory=dict)
+
+
+def _ts_array(values: np.ndarray) -> pa.Array:
+    return pa.array(values, pa.int64()).cast(TIMESTAMP)
+
+
+class WindowedOperator:
+    """Event-time windowing with triggers, accumulation modes and retractions.
+
+    >>> import pyarrow as pa
+    >>> spec = OperatorSpec.from_options(window="tumbling(10 milliseconds)", aggregate="sum(v) AS s",
+    ...                                  key_columns="k", timestamp_unit="ms")
+    >>> op = WindowedOperator(spec)
+    >>> _ = op.step(pa.table({"k": ["a", "a"], "ts": [1, 5], "v": [1, 2]}), watermark=None)
+    >>> r = op.step(None, watermark=10_000)
+    >>> r.panes.select(["k", "s", "pane_timing"]).to_pylist()
+    [{'k': 'a', 's': 3, 'pane_timing': 'ON_TIME'}]
+    """
+
+    def __init__(self, spec: OperatorSpec, input_schema: pa.Schema | None = None) -> None:
+        self.spec = spec
+        self.wm = MIN_TIME
+        self.proc = MIN_TIME
+        self.seq = -1
+        self.input_schema: pa.Schema | None = None
+        self.aggs: list[agg.BoundAggregate] = []
+        self.keys: pa.Table | None = None
+        self.cols: dict[str, np.ndarray] = {}
+        self.layout: dict[str, tuple[object, object]] = {}
+        self._track_last = spec.retracting or spec.fire_only_updated_panes
+        if input_schema is not None:
+            self.bind(input_schema)
+
+    # ------------------------------------------------------------------ binding and layout
+    @property
+    def bound(self) -> bool:
+        return self.input_schema is not None
+
+    def bind(self, schema: pa.Schema) -> None:
+        """Resolve columns and types against the upstream schema; raise OptionError."""
+        spec = self.spec
+        for k in spec.key_columns:
+            if _field_type(schema, k) is None:
+                raise OptionError("keyColumns", ",".join(spec.key_columns), f"columns of {schema.names}",
+                                  why=f"no column {k!r}")
+        if spec.timestamp_column is not None:
+            t = _field_type(schema, spec.timestamp_column)
+            if t is None:
+                raise OptionError("timestampColumn", spec.timestamp_column, f"a column of {schema.names}",
+                                  why="no such column")
+            if not (pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_integer(t)
+                    or pa.types.is_floating(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+                    or pa.types.is_null(t)):
+                raise OptionError("timestampColumn", spec.timestamp_column,
+                                  "a timestamp, date, ISO-8601 string, or numeric epoch column with timestampUnit",
+                                  why=f"column has type {t}")
+        gap_col = getattr(spec.window, "gap_column", None)
+        if gap_col is not None and _field_type(schema, gap_col) is None:
+            raise OptionError("window", spec.window.spec(), f"gapColumn naming a column of {schema.names}",
+                              why=f"no column {gap_col!r}")
+        self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text)
+        self.input_schema = schema
+        key_fields = self.key_fields()
+        self.keys = pa.table({f.name: pa.array([], f.type) for f in key_fields}) if key_fields else \
+            pa.table({_NOKEY: pa.array([], pa.int8())})
+        layout: dict[str, tuple[object, object]] = dict(_BASE_COLUMNS)
+        for name, column in spec.trigger.columns():
+            layout[name] = (column.dtype, column.default)
+        for a in self.aggs:
+            layout.update(a.state_columns())
+        if self._track_last:
+            for j, _ in enumerate(self.aggregate_fields()):
+                layout[f"lo:{j}"] = (object, None)
+        self.layout = layout
+        self.cols = {name: np.empty(0, dtype=dt) for name, (dt, _) in layout.items()}
+
+    def key_fields(self) -> list[pa.Field]:
+        assert self.input_schema is not None
+        return [pa.field(k, _field_type(self.input_schema, k)) for k in self.spec.key_columns]
+
+    def aggregate_fields(self) -> list[pa.Field]:
+        return [f for a in self.aggs for f in a.output_fields()]
+
+    def pane_schema(self) -> pa.Schema:
+        return pane_schema(self.key_fields(), self.aggregate_fields())
+
+    def late_schema(self) -> pa.Schema:
+        assert self.input_schema is not None
+        own = [f for f in self.input_schema if f.name not in {lf.name for lf in LATE_FIELDS}]
+        return pa.schema([*own, *LATE_FIELDS])
+
+    @property
+    def num_windows(self) -> int:
+        return len(self.cols["ws"]) if self.cols else 0
+
+    # ------------------------------------------------------------------ the step
+    def step(self, events: pa.Table | None, *, watermark: int | None = None,
+             processing_time: int | None = None, batch_seq: int | None = None) -> StepResult:
+        """Process one micro-batch. ``watermark``/``processing_time`` in µs never move back."""
+        if watermark is not None:
+            self.wm = max(self.wm, int(watermark))
+        if processing_time is not None:
+            self.proc = max(self.proc, int(processing_time))
+        self.seq = self.seq + 1 if batch_seq is None else int(batch_seq)
+        if events is not None and events.num_rows and not self.bound:
+            self.bind(events.schema)
+        if not self.bound:
+            return StepResult(pa.table({}), pa.table({}), {"events_in": 0})
+        wm, proc = self.wm, self.proc
+        metrics = {"events_in": 0 if events is None else events.num_rows, "malformed": 0, "too_late": 0,
+                   "closed": 0}
+        late_parts: list[pa.Table] = []
+        pane_parts: list[tuple[np.ndarray, pa.Table]] = []
+        n = self.num_windows
+        touched = np.zeros(n, dtype=bool)
+        n_new = np.zeros(n, dtype=np.int64)
+        min_ts_new = np.full(n, NONE, dtype=np.int64)
+        if events is not None and events.num_rows:
+            touched, n_new, min_ts_new = self._add(events, late_parts, pane_parts, metrics)
+        self._fire(touched, n_new, min_ts_new, pane_parts)
+        expired = self._expire()
+        panes = self._assemble(pane_parts)
+        late = pa.concat_tables(late_parts) if late_parts else self.late_schema().empty_table()
+        metrics.update({
+            "panes_trigger": int(pc.sum(pc.equal(panes.column("kind"), KIND_TRIGGER)).as_py() or 0),
+            "panes_retraction": int(pc.sum(pc.equal(panes.column("kind"), KIND_RETRACTION)).as_py() or 0),
+            "late_dropped": late.num_rows, "expired_windows": expired, "state_rows": self.num_windows,
+        })
+        return StepResult(panes, late, metrics)
+
+    # ------------------------------------------------------------------ adding elements
+    def _add(self, events, late_parts, pane_parts, metrics):
+        spec = self.spec
+        ts, valid = self._timestamps(events)
+        gap = None
+        gap_col = getattr(spec.window, "gap_column", None)
+        if gap_col is not None:
+            gap, gap_ok = self._gaps(events, gap_col)
+            valid &= gap_ok
+        key_table = self._key_table(events)
+        for name in key_table.column_names:
+            valid &= ~np.asarray(key_table.column(name).is_null().to_numpy(zero_copy_only=False))
+        if not valid.all():
+            bad = ~valid
+            metrics["malformed"] = int(bad.sum())
+            late_parts.append(self._late_rows(events.filter(pa.array(bad)), LATE_REASON_MALFORMED, None, None))
+            keep = pa.array(valid)
+            events, key_table = events.filter(keep), key_table.filter(keep)
+            ts = ts[valid]
+            gap = gap[valid] if gap is not None else None
+        idx, ws, we = spec.window.assign(ts, gap)
+        too_late = we + spec.allowed_lateness <= self.wm
+        if too_late.any():
+            metrics["too_late"] = int(too_late.sum())
+            sel = np.flatnonzero(too_late)
+            late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), LATE_REASON_TOO_LATE,
+                                              ws[sel], we[sel]))
+            ok = ~too_late
+            idx, ws, we = idx[ok], ws[ok], we[ok]
+        pair_keys = key_table.take(pa.array(idx))
+        if spec.window.merging:
+            g, closed = self._assign_sessions(pair_keys, ws, we, pane_parts)
+        else:
+            g, closed = self._assign_fixed(pair_keys, ws, we)
+        if closed.any():
+            metrics["closed"] = int(closed.sum())
+            sel = np.flatnonzero(closed)
+            late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), LATE_REASON_CLOSED,
+                                              ws[sel], we[sel]))
+            ok = ~closed
+            idx, g = idx[ok], g[ok]
+        n = self.num_windows
+        touched = np.zeros(n, dtype=bool)
+        n_new = np.zeros(n, dtype=np.int64)
+        min_ts_new = np.full(n, NONE, dtype=np.int64)
+        if len(idx) == 0:
+            return touched, n_new, min_ts_new
+        needed = [a.spec.column for a in self.aggs if a.spec.column is not None]
+        pairs = events if any(a.spec.func == "custom" for a in self.aggs) else events.select(sorted(set(needed)))
+        pairs = pairs.take(pa.array(idx))
+        pts = ts[idx]
+        hold = None
+        if spec.timestamp_combiner != "end_of_window":
+            hold = np.where(pts >= self.wm, pts, _I64_MAX)
+        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold)
+        agg.merge_partials(self.aggs, self.cols, rows, partials)
+        if hold is not None:
+            self.cols["hold_min"][rows] = np.minimum(self.cols["hold_min"][rows], res["hold_min"])
+            self.cols["hold_max"][rows] = np.maximum(self.cols["hold_max"][rows], res["hold_max"])
+        touched[rows] = True
+        n_new[rows] = res["n"]
+        min_ts_new[rows] = res["min_ts"]
+        return touched, n_new, min_ts_new
+
+    def _timestamps(self, events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Event times in µs and a validity mask (null / unparseable -> invalid)."""
+        col = _get_column(events, self.spec.timestamp_column)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        t = col.type
+        if pa.types.is_null(t):
+            return np.zeros(len(col), dtype=np.int64), np.zeros(len(col), dtype=bool)
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            col = _parse_iso(col)
+            t = col.type
+        if pa.types.is_timestamp(t):
+            us = col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
+        elif pa.types.is_date(t):
+            us = pc.multiply(col.cast(pa.date32()).cast(pa.int64()), 86_400_000_000)
+        else:
+            factor = UNIT_FACTORS[self.spec.timestamp_unit or "ms"]
+            if pa.types.is_floating(t):
+                us = pc.round(pc.multiply(col.cast(pa.float64()), float(factor))).cast(pa.int64(), safe=False)
+            else:
+                us = pc.multiply(col.cast(pa.int64()), factor)
+        valid = ~np.asarray(us.is_null().to_numpy(zero_copy_only=False))
+        if pa.types.is_floating(t):
+            valid &= np.isfinite(col.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False))
+        return us.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+
+    def _gaps(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+        col = _get_column(events, name)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        if pa.types.is_duration(col.type):
+            us = col.cast(pa.duration("us")).cast(pa.int64())
+        else:
+            factor = UNIT_FACTORS[self.spec.timestamp_unit or "ms"]
+            us = pc.multiply(col.cast(pa.float64()), float(factor)).cast(pa.int64(), safe=False)
+        g = us.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        return g, g > 0
+
+    def _key_table(self, events: pa.Table) -> pa.Table:
+        if not self.spec.key_columns:
+            return pa.table({_NOKEY: pa.array(np.zeros(events.num_rows, dtype=np.int8))})
+        fields = self.key_fields()
+        return pa.table({f.name: _get_column(events, f.name).cast(f.type) for f in fields})
+
+    # ------------------------------------------------------------------ row management
+    def _append_rows(self, keys: pa.Table, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
+        """Append new windows; return their row indices."""
+        start, m = self.num_windows, len(ws)
+        assert self.keys is not None
+        self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks() \
+            if self.keys.num_rows else keys.cast(self.keys.schema)
+        for name, (dt, default) in self.layout.items():
+            if name == "ws":
+                new = ws.astype(np.int64)
+            elif name == "we":
+                new = we.astype(np.int64)
+            elif name.endswith(":o"):
+                new = next(a for a in self.aggs if name.startswith(a.prefix)).fresh_objects(m)
+            elif dt is object:
+                new = np.full(m, None, dtype=object)
+            elif default is None:
+                new = np.zeros(m, dtype=dt)
+            else:
+                new = np.full(m, default, dtype=dt)
+            self.cols[name] = np.concatenate([self.cols[name], new])
+        return np.arange(start, start + m, dtype=np.int64)
+
+    def _keep_rows(self, keep: np.ndarray) -> None:
+        assert self.keys is not None
+        self.keys = self.keys.filter(pa.array(keep))
+        for name in self.cols:
+            self.cols[name] = self.cols[name][keep]
+
+    def _assign_fixed(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """Row index per (element, window) pair, creating rows for new windows."""
+        assert self.keys is not None
+        n = self.num_windows
+        kid_state, kid_pairs = _factorize([self.keys, pair_keys])
+        # unique (key, window) among the pairs
+        order = np.lexsort((we, ws, kid_pairs))
+        k_s, s_s, e_s = kid_pairs[order], ws[order], we[order]
+        first = np.ones(len(order), dtype=bool)
+        first[1:] = (k_s[1:] != k_s[:-1]) | (s_s[1:] != s_s[:-1]) | (e_s[1:] != e_s[:-1])
+        group_of_sorted = np.cumsum(first) - 1
+        group = np.empty(len(order), dtype=np.int64)
+        group[order] = group_of_sorted
+        gk, gs, ge = k_s[first], s_s[first], e_s[first]
+        rep = order[first]  # a pair index per group (for its key values)
+        row = _match_rows(kid_state, self.cols["ws"], self.cols["we"], gk, gs, ge)
+        new = row < 0
+        if new.any():
+            row[new] = self._append_rows(pair_keys.take(pa.array(rep[new])), gs[new], ge[new])
+        g = row[group]
+        closed = np.zeros(len(g), dtype=bool)
+        if n:
+            closed = (g < n) & self.cols["closed"][np.minimum(g, n - 1)]
+        return g, closed
+
+    def _assign_sessions(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray,
+                         pane_parts: list) -> tuple[np.ndarray, np.ndarray]:
+        """Merge the pairs' proto-windows with the existing sessions of their keys."""
+        assert self.keys is not None
+        n = self.num_windows
+        kid_state, kid_pairs = _factorize([self.keys, pair_keys])
+        in_batch = np.isin(kid_state, kid_pairs) if n else np.zeros(0, dtype=bool)
+        ex_rows = np.flatnonzero(in_batch)
+        kid = np.concatenate([kid_state[ex_rows], kid_pairs])
+        start = np.concatenate([self.cols["ws"][ex_rows], ws])
+        end = np.concatenate([self.cols["we"][ex_rows], we])
+        is_ex = np.concatenate([np.ones(len(ex_rows), bool), np.zeros(len(ws), bool)])
+        ref = np.concatenate([ex_rows, np.arange(len(ws))])  # row id (existing) or pair index
+        order = np.lexsort((end, start, kid))
+        kid_o, start_o, end_o = kid[order], start[order], end[order]
+        # segmented running max of `end` per key, on ranks so key offsets cannot overflow
+        values, inv = np.unique(np.concatenate([start_o, end_o]), return_inverse=True)
+        r_start, r_end = inv[:len(order)], inv[len(order):]
+        span = len(values) + 1
+        run = np.maximum.accumulate(r_end + kid_o * span) - kid_o * span
+        new_session = np.ones(len(order), dtype=bool)
+        new_session[1:] = (kid_o[1:] != kid_o[:-1]) | (r_start[1:] > run[:-1])
+        sid_o = np.cumsum(new_session) - 1
+        n_sess = int(sid_o[-1]) + 1 if len(sid_o) else 0
+        heads = np.flatnonzero(new_session)
+        s_start = start_o[heads]
+        s_end = np.maximum.reduceat(end_o, heads) if len(heads) else np.empty(0, np.int64)
+        sid = np.empty(len(order), dtype=np.int64)
+        sid[order] = sid_o
+        ex_sid, pair_sid = sid[:len(ex_rows)], sid[len(ex_rows):]
+        n_ex = np.bincount(ex_sid, minlength=n_sess)
+        closed_s = np.zeros(n_sess, dtype=bool)
+        if len(ex_rows):
+            np.logical_or.at(closed_s, ex_sid, self.cols["closed"][ex_rows])
+        one_row = np.full(n_sess, -1, dtype=np.int64)
+        one_row[ex_sid] = ex_rows
+        same = (n_ex == 1)
+        same[same] = (self.cols["ws"][one_row[same]] == s_start[same]) & \
+                     (self.cols["we"][one_row[same]] == s_end[same])
+        target = np.where(same, one_row, -1)
+        has_pairs = np.bincount(pair_sid, minlength=n_sess) > 0
+        need_new = (~same) & (~closed_s) & has_pairs
+        if need_new.any():
+            sess_new = np.flatnonzero(need_new)
+            rep_pair = np.full(n_sess, -1, dtype=np.int64)
+            rep_pair[pair_sid[::-1]] = np.arange(len(ws))[::-1]
+            target[sess_new] = self._append_rows(pair_keys.take(pa.array(rep_pair[sess_new])),
+                                                 s_start[sess_new], s_end[sess_new])
+            merged_away = np.flatnonzero(need_new[ex_sid] if len(ex_rows) else np.zeros(0, bool))
+            if len(merged_away):
+                src = ex_rows[merged_away]
+                dst = target[ex_sid[merged_away]]
+                self._merge_windows(src, dst, pane_parts)
+                g_pairs = target[pair_sid]
+                keep = np.ones(self.num_windows, dtype=bool)
+                keep[src] = False
+                remap = np.cumsum(keep) - 1
+                self._keep_rows(keep)
+                closed_p = closed_s[pair_sid]
+                g_pairs = np.where(closed_p, -1, remap[np.maximum(g_pairs, 0)])
+                return g_pairs, closed_p
+        closed_p = closed_s[pair_sid]
+        return np.where(closed_p, -1, target[pair_sid]), closed_p
+
+    def _merge_windows(self, src: np.ndarray, dst: np.ndarray, pane_parts: list) -> None:
+        """Fold windows ``src`` into new windows ``dst`` (retracting their last panes if needed)."""
+        if self.spec.retracting:
+            fired = self.cols["lp_idx"][src] >= 0
+            if fired.any():
+                pane_parts.append((np.full(int(fired.sum()), -1, dtype=np.int64),
+                                   self._retractions(src[fired])))
+        for name, column in self.spec.trigger.columns():
+            col = self.cols[name]
+            op = {"sum": np.add, "any": np.logical_or, "max": np.maximum, "min": np.minimum}[column.combine]
+            op.at(col, dst, col[src])
+        np.minimum.at(self.cols["hold_min"], dst, self.cols["hold_min"][src])
+        np.maximum.at(self.cols["hold_max"], dst, self.cols["hold_max"][src])
+        for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.cols["ws"][p[0]])):
+            agg.merge_rows(self.aggs, self.cols, s, d)
+
+    # ------------------------------------------------------------------ firing
+    def _fire(self, touched, n_new, min_ts_new, pane_parts) -> None:
+        spec, cols = self.spec, self.cols
+        n = self.num_windows
+        if n == 0:
+            return
+        wm, proc = self.wm, self.proc
+        we = cols["we"]
+        c = Ctx(cols, we, wm, proc, n_new, min_ts_new)
+        spec.trigger.on_element(c, "", touched)
+        cols["eow"] |= c.eow_request
+        eow_due = cols["eow"] & (we <= wm)
+        ev_timers, pt_timers = spec.trigger.timers(c, "")
+        due = eow_due.copy()
+        for t in ev_timers:
+            due |= t <= wm
+        for t in pt_timers:
+            due |= t <= proc
+        candidates = (touched | due) & ~cols["closed"]
+        fire = candidates & spec.trigger.should_fire(c, "")
+        finished = spec.trigger.on_fire(c, "", fire) & fire
+        cols["eow"][we <= wm] = False
+        rows = np.flatnonzero(fire)
+        if len(rows):
+            self._emit(rows, eow_due[rows], finished[rows], pane_parts)
+        if finished.any():
+            done = np.flatnonzero(finished)
+            cols["closed"][done] = True
+            agg.reset_rows(self.aggs, cols, done)
+
+    def _emit(self, rows, eow_due, finished, pane_parts) -> None:
+        spec, cols = self.spec, self.cols
+        ws, we = cols["ws"][rows], cols["we"][rows]
+        early = self.wm < we
+        timing = np.where(early, _EARLY, np.where(eow_due & (cols["nonspec"][rows] == 0), _ON_TIME, _LATE))
+        expires = we + spec.allowed_lateness <= self.wm
+        final = finished | expires
+        values = agg.outputs(self.aggs, cols, rows)
+        emit = np.ones(len(rows), dtype=bool)
+        if spec.fire_only_updated_panes:
+            emit = ~self._same_as_last(rows, values)
+        if spec.timestamp_combiner == "end_of_window":
+            pts = we - 1
+        elif spec.timestamp_combiner == "earliest":
+            h = cols["hold_min"][rows]
+            pts = np.where(h == _I64_MAX, we - 1, h)
+        else:
+            h = cols["hold_max"][rows]
+            pts = np.where(h == _I64_MIN, we - 1, h)
+        e_rows = rows[emit]
+        if spec.retracting:
+            prior = cols["lp_idx"][e_rows] >= 0
+            if prior.any():
+                pane_parts.append((e_rows[prior] * 2, self._retractions(e_rows[prior])))
+        if emit.any():
+            sel = pa.array(np.flatnonzero(emit))
+            table = self._pane_table(e_rows, ws[emit], we[emit], [v.take(sel) for v in values],
+                                     KIND_TRIGGER, timing[emit], cols["pidx"][e_rows], final[emit], pts[emit])
+            pane_parts.append((e_rows * 2 + 1, table))
+        # bookkeeping
+        cols["lp_idx"][e_rows] = cols["pidx"][e_rows]
+        cols["lp_timing"][e_rows] = timing[emit]
+        cols["lp_ts"][e_rows] = pts[emit]
+        cols["pidx"][e_rows] += 1
+        cols["nonspec"][e_rows[timing[emit] != _EARLY]] += 1
+        if self._track_last:
+            for j, v in enumerate(values):
+                py = np.empty(len(v), dtype=object)
+                py[:] = v.to_pylist()
+                cols[f"lo:{j}"][e_rows] = py[emit]
+        keep_hold = early & spec.trigger.has_ontime_pane()
+        clear = rows[~keep_hold]
+        cols["hold_min"][clear] = _I64_MAX
+        cols["hold_max"][clear] = _I64_MIN
+        if spec.discarding:
+            agg.reset_rows(self.aggs, cols, rows)
+
+    def _same_as_last(self, rows, values) -> np.ndarray:
+        cols = self.cols
+        same = cols["lp_idx"][rows] >= 0
+        for j, v in enumerate(values):
+            cur = v.to_pylist()
+            last = cols[f"lo:{j}"][rows]
+            same &= np.array([a == b for a, b in zip(cur, last)], dtype=bool)
+        return same
+
+    def _retractions(self, rows: np.ndarray) -> pa.Table:
+        cols = self.cols
+        values = [pa.array(cols[f"lo:{j}"][rows].tolist(), f.type)
+                  for j, f in enumerate(self.aggregate_fields())]
+        return self._pane_table(rows, cols["ws"][rows], cols["we"][rows], values, KIND_RETRACTION,
+                                cols["lp_timing"][rows], cols["lp_idx"][rows],
+                                np.zeros(len(rows), dtype=bool), cols["lp_ts"][rows])
+
+    def _pane_table(self, rows, ws, we, values, kind, timing, index, final, pts) -> pa.Table:
+        assert self.keys is not None
+        n = len(rows)
+        arrays: list[pa.Array] = []
+        if self.spec.key_columns:
+            keys = self.keys.take(pa.array(rows))
+            arrays += [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
+        wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
+        arrays += [_ts_array(ws), _ts_array(np.minimum(we, GLOBAL_END)), *values,
+                   pa.array([kind] * n, pa.string()), pa.array(TIMINGS[timing].tolist(), pa.string()),
+                   pa.array(index, pa.int64()), pa.array(final, pa.bool_()),
+                   _ts_array(np.clip(pts, -62_135_596_800_000_000, GLOBAL_END)),
+                   pa.array([wm] * n, pa.int64()).cast(TIMESTAMP),
+                   pa.array([max(self.proc, 0) if self.proc > MIN_TIME else 0] * n, pa.int64()).cast(TIMESTAMP),
+                   pa.array([self.seq] * n, pa.int64())]
+        return pa.Table.from_arrays(arrays, schema=self.pane_schema())
+
+    def _assemble(self, parts: list[tuple[np.ndarray, pa.Table]]) -> pa.Table:
+        if not parts:
+            return self.pane_schema().empty_table()
+        order_key = np.concatenate([k for k, _ in parts])
+        table = pa.concat_tables([t for _, t in parts])
+        return table.take(pa.array(np.argsort(order_key, kind="stable")))
+
+    def _expire(self) -> int:
+        if self.num_windows == 0:
+            return 0
+        expired = self.cols["we"] + self.spec.allowed_lateness <= self.wm
+        count = int(expired.sum())
+        if count:
+            self._keep_rows(~expired)
+        return count
+
+    # ------------------------------------------------------------------ late output
+    def _late_rows(self, events: pa.Table, reason: str, ws, we) -> pa.Table:
+        schema = self.late_schema()
+        n = events.num_rows
+        wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
+        extra = {
+            "reason": pa.array([reason] * n, pa.string()),
+            "window_start": _ts_array(ws) if ws is not None else pa.nulls(n, TIMESTAMP),
+            "window_end": _ts_array(np.minimum(we, GLOBAL_END)) if we is not None else pa.nulls(n, TIMESTAMP),
+            "watermark": pa.array([wm] * n, pa.int64()).cast(TIMESTAMP),
+            "batch_time": pa.array([max(self.proc, 0)] * n, pa.int64()).cast(TIMESTAMP),
+            "batch_seq": pa.array([self.seq] * n, pa.int64()),
+        }
+        arrays = []
+        for f in schema:
+            if f.name in extra:
+                arrays.append(extra[f.name])
+            else:
+                col = events.column(f.name) if f.name in events.column_names else pa.nulls(n, f.type)
+                arrays.append(col.cast(f.type) if not col.type.equals(f.type) else col)
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    # ------------------------------------------------------------------ timers (for the source)
+    def next_timers(self) -> tuple[int, int]:
+        """(earliest pending event-time timer, earliest processing-time timer); MAX_TIME if none.
+
+        The Spark source schedules a micro-batch without new input once the watermark or the
+        clock reaches these.
+        """
+        if self.num_windows == 0:
+            return MAX_TIME, MAX_TIME
+        cols = self.cols
+        live = ~cols["closed"]
+        c = Ctx(cols, cols["we"], self.wm, self.proc, np.zeros(self.num_windows, np.int64),
+                np.zeros(self.num_windows, np.int64))
+        ev, pt = self.spec.trigger.timers(c, "")
+        ev_min = int(cols["we"][live & cols["eow"]].min(initial=MAX_TIME))
+        for t in ev:
+            ev_min = min(ev_min, int(t[live].min(initial=MAX_TIME)))
+        pt_min = MAX_TIME
+        for t in pt:
+            pt_min = min(pt_min, int(t[live].min(initial=MAX_TIME)))
+        return ev_min, pt_min
+
+
+# ---------------------------------------------------------------------- helpers
+
+def _field_type(schema: pa.Schema, dotted: str) -> pa.DataType | None:
+    parts = dotted.split(".")
+    if parts[0] not in schema.names:
+        return dotted in schema.names and schema.field(dotted).type or None
+    t = schema.field(parts[0]).type
+    for p in parts[1:]:
+        if not pa.types.is_struct(t) or t.get_field_index(p) < 0:
+            return None
+        t = t.field(p).type
+    return t
+
+
+def _get_column(table: pa.Table, dotted: str) -> pa.ChunkedArray | pa.Array:
+    if dotted in table.column_names:
+        return table.column(dotted)
+    parts = dotted.split(".")
+    col = table.column(parts[0])
+    for p in parts[1:]:
+        col = pc.struct_field(col, p)
+    return col
+
+
+def _parse_iso(col: pa.Array) -> pa.Array:
+    """ISO-8601 strings -> timestamp[us, UTC]; unparseable values become null."""
+    try:
+        return col.cast(pa.timestamp("us", tz="UTC"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        out = []
+        for s in col.to_pylist():
+            try:
+                d = datetime.fromisoformat(s.replace("Z", "+00:00")) if s is not None else None
+            except ValueError:
+                d = None
+            if d is not None and d.tzinfo is None:
+                d = d.replace(tzinfo=timezone.utc)
+            out.append(d)
+        return pa.array(out, pa.timestamp("us", tz="UTC"))
+
+
+def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
+    """Dense integer ids for the rows of same-schema tables, consistent across them."""
+    sizes = [t.num_rows for t in tables]
+    total = sum(sizes)
+    if total == 0:
+        return [np.zeros(0, dtype=np.int64) for _ in tables]
+    combined = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
+    ids = None
+    for name in combined.column_names:
+        col = combined.column(name).combine_chunks()
+        if pa.types.is_integer(col.type):
+            part = np.unique(col.to_numpy(zero_copy_only=False), return_inverse=True)[1].astype(np.int64)
+        else:
+            part = np.asarray(pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if ids is None:
+            ids = part
+        else:
+            ids = np.unique(ids * (int(part.max()) + 1) + part, return_inverse=True)[1].astype(np.int64)
+    assert ids is not None
+    out, pos = [], 0
+    for s in sizes:
+        out.append(ids[pos:pos + s])
+        pos += s
+    return out
+
+
+def _match_rows(kid_state, ws_state, we_state, kid_q, ws_q, we_q) -> np.ndarray:
+    """For each query (key id, start, end) the state row with the same values, else -1."""
+    out = np.full(len(kid_q), -1, dtype=np.int64)
+    if len(kid_state) == 0 or len(kid_q) == 0:
+        return out
+    kid = np.concatenate([kid_state, kid_q])
+    ws = np.concatenate([ws_state, ws_q])
+    we = np.concatenate([we_state, we_q])
+    tag = np.concatenate([np.zeros(len(kid_state), np.int8), np.ones(len(kid_q), np.int8)])
+    ref = np.concatenate([np.arange(len(kid_state)), np.arange(len(kid_q))])
+    order = np.lexsort((tag, we, ws, kid))
+    k, s, e, t, r = kid[order], ws[order], we[order], tag[order], ref[order]
+    hit = np.zeros(len(order), dtype=bool)
+    hit[1:] = (t[1:] == 1) & (t[:-1] == 0) & (k[1:] == k[:-1]) & (s[1:] == s[:-1]) & (e[1:] == e[:-1])
+    idx = np.flatnonzero(hit)
+    out[r[idx]] = r[idx - 1]
+    return out

@@ -1,0 +1,116 @@
+"""``OperatorSpec``: every windowing setting, parsed and validated once.
+
+>>> spec = OperatorSpec.from_options(window="tumbling(1 minute)", aggregate="sum(x) AS s",
+...                                  trigger="AfterWatermark(early=AfterCount(10))")
+>>> spec.accumulation_mode, spec.allowed_lateness
+('discarding', 0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Iterable
+
+from spark_windowing._time import UNIT_FACTORS, parse_duration
+from spark_windowing.aggregates import AggregateSpec, parse_aggregates
+from spark_windowing.errors import OptionError
+from spark_windowing.triggers import Default, Never, Trigger, parse_trigger
+from spark_windowing.windows import GlobalWindow, WindowFn, parse_window
+
+ACCUMULATION_MODES = ("discarding", "accumulating", "accumulating_and_retracting")
+TIMESTAMP_COMBINERS = ("end_of_window", "earliest", "latest")
+TIMESTAMP_UNITS = tuple(UNIT_FACTORS)
+
+
+def _choice(option: str, value: str, choices: Iterable[str]) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise OptionError(option, value, ", ".join(choices))
+    return v
+
+
+def parse_bool(option: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise OptionError(option, value, "true, false")
+
+
+def parse_columns(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return tuple(c.strip().strip("`") for c in items if c.strip())
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """The windowed operator's configuration (DESIGN.md sections 3–4), all times in microseconds."""
+
+    window: WindowFn
+    trigger: Trigger
+    aggregates: tuple[AggregateSpec, ...]
+    aggregate_text: str = ""
+    key_columns: tuple[str, ...] = ()
+    timestamp_column: str | None = "ts"
+    timestamp_unit: str | None = None
+    accumulation_mode: str = "discarding"
+    allowed_lateness: int = 0
+    timestamp_combiner: str = "end_of_window"
+    fire_only_updated_panes: bool = False
+
+    @classmethod
+    def from_options(cls, *, window: str, aggregate: str, trigger: str | None = None,
+                     key_columns: str | Iterable[str] | None = None, timestamp_column: str | None = "ts",
+                     timestamp_unit: str | None = None, accumulation_mode: str = "discarding",
+                     allowed_lateness: str = "0 seconds", timestamp_combiner: str = "end_of_window",
+                     fire_only_updated_panes: object = False) -> "OperatorSpec":
+        """Build from option strings (Spark option names in snake_case); raise OptionError."""
+        w = parse_window(window)
+        if trigger is None or not str(trigger).strip():
+            t: Trigger = Never() if isinstance(w, GlobalWindow) else Default()
+        else:
+            t = parse_trigger(trigger)
+        unit = None
+        if timestamp_unit is not None and str(timestamp_unit).strip():
+            unit = _choice("timestampUnit", timestamp_unit, TIMESTAMP_UNITS)
+        return cls(
+            window=w, trigger=t, aggregates=parse_aggregates(aggregate), aggregate_text=str(aggregate),
+            key_columns=parse_columns(key_columns),
+            timestamp_column=(timestamp_column.strip() if timestamp_column else None),
+            timestamp_unit=unit,
+            accumulation_mode=_choice("accumulationMode", accumulation_mode, ACCUMULATION_MODES),
+            allowed_lateness=parse_duration(allowed_lateness, option="allowedLateness"),
+            timestamp_combiner=_choice("timestampCombiner", timestamp_combiner, TIMESTAMP_COMBINERS),
+            fire_only_updated_panes=parse_bool("fireOnlyUpdatedPanes", fire_only_updated_panes),
+        )
+
+    @property
+    def retracting(self) -> bool:
+        return self.accumulation_mode == "accumulating_and_retracting"
+
+    @property
+    def discarding(self) -> bool:
+        return self.accumulation_mode == "discarding"
+
+    def fingerprint(self) -> str:
+        """A digest of everything that shapes operator state; snapshots carry it."""
+        doc = {
+            "window": self.window.spec(), "trigger": self.trigger.spec(),
+            "aggregates": [[a.func, a.column, a.alias, a.target] for a in self.aggregates],
+            "keys": list(self.key_columns), "ts": self.timestamp_column, "unit": self.timestamp_unit,
+            "mode": self.accumulation_mode, "lateness": self.allowed_lateness,
+            "combiner": self.timestamp_combiner, "only_updated": self.fire_only_updated_panes,
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
+
+    def describe(self) -> dict[str, object]:
+        return {"window": self.window.spec(), "trigger": self.trigger.spec(),
+                "accumulation_mode": self.accumulation_mode, "allowed_lateness_us": self.allowed_lateness,
+                "timestamp_combiner": self.timestamp_combiner, "keys": list(self.key_columns)}

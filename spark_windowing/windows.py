@@ -1,0 +1,169 @@
+"""Window functions: which windows an element belongs to, vectorized over a whole batch.
+
+All windows are half-open ``[start, end)`` in int64 microseconds, aligned to the epoch plus
+``offset``. ``assign(ts)`` returns ``(element_index, start, end)`` arrays: one row per
+(element, window) pair, so sliding windows give ``size/slide`` rows per element.
+
+>>> import numpy as np
+>>> w = parse_window("sliding(10 seconds, 5 seconds)")
+>>> idx, s, e = w.assign(np.array([7_000_000]))
+>>> sorted(zip(s.tolist(), e.tolist()))
+[(0, 10000000), (5000000, 15000000)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from spark_windowing._parse import Call, parse_call
+from spark_windowing._time import GLOBAL_END, GLOBAL_START, format_duration, parse_duration
+from spark_windowing.errors import OptionError
+
+WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset>]), session(<gap>), "
+                "session(gapColumn=<column>), global — sizes are durations such as '10 minutes'")
+
+
+@dataclass(frozen=True)
+class WindowFn:
+    """Base of window specs. ``merging`` window functions (sessions) merge per key."""
+
+    merging: ClassVar[bool] = False
+
+    def assign(self, ts: np.ndarray, gap: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def spec(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Tumbling(WindowFn):
+    """Fixed windows ``[offset + k·size, offset + (k+1)·size)``."""
+
+    size: int
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size <= 0:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="size must be > 0")
+
+    def assign(self, ts, gap=None):
+        start = (ts - self.offset) // self.size * self.size + self.offset
+        return np.arange(len(ts), dtype=np.int64), start, start + self.size
+
+    def spec(self) -> str:
+        return f"tumbling({format_duration(self.size)}, {format_duration(self.offset)})"
+
+
+@dataclass(frozen=True)
+class Sliding(WindowFn):
+    """Hopping windows of ``size`` starting every ``slide`` (as Spark's ``window(ts, size, slide)``)."""
+
+    size: int
+    slide: int
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if self.size <= 0 or self.slide <= 0:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="size and slide must be > 0")
+        if self.slide > self.size:
+            raise OptionError("window", self.spec(), WINDOW_FORMS,
+                              why="slide must not exceed size (elements would fall between windows)")
+
+    def assign(self, ts, gap=None):
+        k = -(-self.size // self.slide)
+        last = (ts - self.offset) // self.slide * self.slide + self.offset
+        starts = last[:, None] - np.arange(k, dtype=np.int64)[None, :] * self.slide
+        keep = starts + self.size > ts[:, None]
+        idx = np.broadcast_to(np.arange(len(ts), dtype=np.int64)[:, None], starts.shape)[keep]
+        s = starts[keep]
+        return idx, s, s + self.size
+
+    def spec(self) -> str:
+        return (f"sliding({format_duration(self.size)}, {format_duration(self.slide)}, "
+                f"{format_duration(self.offset)})")
+
+
+@dataclass(frozen=True)
+class Session(WindowFn):
+    """Session windows: each element opens ``[t, t + gap)``; windows of a key that overlap or
+    touch merge (as Spark's ``session_window`` and Flink do). ``gap_column`` gives a per-element gap."""
+
+    merging: ClassVar[bool] = True
+    gap: int = 0
+    gap_column: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.gap_column is None and self.gap <= 0:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="gap must be > 0")
+
+    def assign(self, ts, gap=None):
+        g = gap if gap is not None else np.full(len(ts), self.gap, dtype=np.int64)
+        return np.arange(len(ts), dtype=np.int64), ts, ts + g
+
+    def spec(self) -> str:
+        return f"session(gapColumn={self.gap_column})" if self.gap_column else \
+            f"session({format_duration(self.gap)})"
+
+
+@dataclass(frozen=True)
+class GlobalWindow(WindowFn):
+    """One window for all time: ``[0001-01-01, 9999-12-31T23:59:59.999999]``; never expires."""
+
+    def assign(self, ts, gap=None):
+        n = len(ts)
+        return (np.arange(n, dtype=np.int64), np.full(n, GLOBAL_START, dtype=np.int64),
+                np.full(n, GLOBAL_END, dtype=np.int64))
+
+    def spec(self) -> str:
+        return "global"
+
+
+def _dur(arg, what: str, text: str, *, allow_zero=False) -> int:
+    if not isinstance(arg, str):
+        raise OptionError("window", text, WINDOW_FORMS, why=f"{what} must be a duration")
+    try:
+        return parse_duration(arg, option="window", allow_zero=allow_zero)
+    except OptionError as e:
+        raise OptionError("window", text, WINDOW_FORMS,
+                          why=f"{what} {arg!r} is not a duration ({e.why or 'unknown unit'})") from None
+
+
+def parse_window(text: str) -> WindowFn:
+    """Parse the ``window`` option (see ``WINDOW_FORMS``); raise OptionError on anything else."""
+    call = parse_call(text, option="window", accepted=WINDOW_FORMS)
+    return _build(call, str(text))
+
+
+def _nargs(call: Call, text: str, lo: int, hi: int) -> None:
+    if not lo <= len(call.args) <= hi:
+        raise OptionError("window", text, WINDOW_FORMS,
+                          why=f"{call.name}() takes {lo}{'' if lo == hi else f' to {hi}'} argument(s)")
+
+
+def _build(call: Call, text: str) -> WindowFn:
+    name = call.name.lower()
+    if name in ("tumbling", "fixed"):
+        _nargs(call, text, 1, 2)
+        return Tumbling(_dur(call.args[0], "size", text),
+                        _dur(call.args[1], "offset", text, allow_zero=True) if len(call.args) > 1 else 0)
+    if name in ("sliding", "hopping"):
+        _nargs(call, text, 2, 3)
+        return Sliding(_dur(call.args[0], "size", text), _dur(call.args[1], "slide", text),
+                       _dur(call.args[2], "offset", text, allow_zero=True) if len(call.args) > 2 else 0)
+    if name == "session":
+        kw = {k.lower(): v for k, v in call.kwargs}
+        if "gapcolumn" in kw and not call.args:
+            col = kw["gapcolumn"]
+            if not isinstance(col, str) or not col.strip():
+                raise OptionError("window", text, WINDOW_FORMS, why="gapColumn must name a column")
+            return Session(gap_column=col.strip().strip("`"))
+        _nargs(call, text, 1, 1)
+        return Session(gap=_dur(call.args[0], "gap", text))
+    if name in ("global", "globalwindows") and not call.args:
+        return GlobalWindow()
+    raise OptionError("window", text, WINDOW_FORMS, why=f"unknown window kind {call.name!r}")
