@@ -16,7 +16,7 @@ How to read the picture:
   (sliding windows, session merges, late firings reaching into the next window) are stacked in
   sub-lanes of the key's lane;
 * each TRIGGER pane is a marker at the **watermark** it fired at (a pane fired before any
-  watermark sits at its window start): EARLY (blue circle) usually left of or inside the bar,
+  watermark sits at its window start, or at the left edge for a global window): EARLY (blue circle) usually left of or inside the bar,
   ON_TIME (green square) at or just right of the window end, LATE (orange triangle) further right.
   A thin line ties markers outside the bar to their window. A black outline marks ``is_final``.
   Panes of one window that fired at the same watermark are fanned out to the right, in firing
@@ -93,7 +93,8 @@ class PlotSummary:
     """What was drawn: counted from the drawn artists, so a test can check it against the input.
 
     ``markers`` maps EARLY / ON_TIME / LATE (TRIGGER panes by timing) and RETRACTION to the number
-    of markers drawn; ``final`` counts TRIGGER markers outlined as ``is_final``.
+    of markers drawn; ``final`` counts TRIGGER markers outlined as ``is_final``; ``crossed_out``
+    counts TRIGGER markers drawn hollow because a RETRACTION in the table withdraws them.
     """
 
     keys: tuple[str, ...]           # lane labels, top to bottom
@@ -102,6 +103,7 @@ class PlotSummary:
     sub_lanes: int                  # rows in all lanes together
     markers: Mapping[str, int] = field(default_factory=dict)
     final: int = 0
+    crossed_out: int = 0
 
     @property
     def triggers(self) -> int:
@@ -115,7 +117,8 @@ class PlotSummary:
         """One line, e.g. ``3 of 3 keys, 9 windows | TRIGGER 14 (EARLY 5, ON_TIME 6, LATE 3) ...``."""
         timings = ", ".join(f"{t} {self.markers.get(t, 0)}"
                             for t in (TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE))
-        return (f"{len(self.keys)} of {self.total_keys} keys, {self.windows} windows | "
+        return (f"{len(self.keys)} of {_plural(self.total_keys, 'key')}, "
+                f"{_plural(self.windows, 'window')} | "
                 f"TRIGGER {self.triggers} ({timings}; final {self.final}) | "
                 f"RETRACTION {self.retractions}")
 
@@ -196,10 +199,11 @@ def plot_panes(panes: pa.Table, output: str, *, keys: Sequence[Any] | None = Non
     fig = figure_cls(figsize=(13, height), dpi=110)
     canvas_cls(fig)
     ax = fig.add_axes((0.14, 0.8 / height, 0.83, 1 - 1.8 / height))
-    counts, final = _draw(ax, lanes, span)
+    counts, final, crossed_out = _draw(ax, lanes, span)
     summary = PlotSummary(keys=tuple(lane.label for lane in lanes), total_keys=total_keys,
                           windows=sum(len(lane.windows) for lane in lanes), sub_lanes=n_rows,
-                          markers={c: counts.get(c, 0) for c in CATEGORIES}, final=final)
+                          markers={c: counts.get(c, 0) for c in CATEGORIES}, final=final,
+                          crossed_out=crossed_out)
     _decorate(fig, ax, summary, title, height)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     fig.savefig(output)
@@ -288,8 +292,7 @@ class _Pane:
     timing: str
     index: int
     final: bool
-    batch_seq: int
-    at_us: int                      # where the pane sits on the event-time axis
+    at_us: int | None               # where it sits on the event-time axis (None: left edge)
     x_us: float = 0.0               # after fanning out
     retracted: bool = False         # a TRIGGER pane crossed out by a RETRACTION
 
@@ -319,7 +322,6 @@ class _Window:
 @dataclass
 class _Lane:
     label: str
-    n_rows: int
     windows: list[_Window]
     n_sub: int = 1
 
@@ -334,7 +336,7 @@ class _Lane:
         width = hi - lo
         ends: list[float] = []       # right edge of the last extent in each sub-lane
         for w in sorted(self.windows, key=lambda w: (w.start_us, w.end_us)):
-            _fan_out(w, _DODGE * width)
+            _fan_out(w, _DODGE * width, lo + _DODGE * width)
             xs = [p.x_us for p in w.panes]
             left = min([w.start_us, *xs]) if w.bounded else lo
             right = max([w.end_us, *xs]) if w.bounded else hi
@@ -348,13 +350,16 @@ class _Lane:
         self.n_sub = max(len(ends), 1)
 
 
-def _fan_out(w: _Window, step: float) -> None:
-    """Place TRIGGER panes in firing order, at least ``step`` apart; retractions on their pane."""
+def _fan_out(w: _Window, step: float, left: float) -> None:
+    """Place TRIGGER panes in firing order, at least ``step`` apart; retractions on their pane.
+
+    A pane without a position (no watermark yet, unbounded window) goes to the ``left`` edge.
+    """
     last = -np.inf
     by_index: dict[int, _Pane] = {}
     for p in w.panes:
         if p.kind == KIND_TRIGGER:
-            p.x_us = max(float(p.at_us), last + step)
+            p.x_us = max(left if p.at_us is None else float(p.at_us), last + step)
             last = p.x_us
             by_index.setdefault(p.index, p)
     last = -np.inf
@@ -362,7 +367,7 @@ def _fan_out(w: _Window, step: float) -> None:
         if p.kind == KIND_RETRACTION:
             target = by_index.get(p.index)
             if target is None:         # the retracted pane is not in the table
-                p.x_us = max(float(p.at_us), last + step)
+                p.x_us = max(left if p.at_us is None else float(p.at_us), last + step)
                 last = p.x_us
             else:
                 p.x_us, target.retracted = target.x_us, True
@@ -411,6 +416,10 @@ def _key_label(key: tuple, key_names: list[str]) -> str:
     return ", ".join(f"{n}={'null' if v is None else v}" for n, v in zip(key_names, key))
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def _short(text: str, limit: int = 30) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "\u2026"
 
@@ -427,7 +436,7 @@ def _rows(table: pa.Table, key_names: list[str]) -> list[dict]:
         else [()] * table.num_rows
     cols = {
         "start": _us(table.column("window_start")), "end": _us(table.column("window_end")),
-        "watermark": _us(table.column("watermark")), "batch_time": _us(table.column("batch_time")),
+        "watermark": _us(table.column("watermark")),
         "kind": table.column("kind").to_pylist(), "timing": table.column("pane_timing").to_pylist(),
         "index": table.column("pane_index").to_pylist(), "final": table.column("is_final").to_pylist(),
         "seq": table.column("batch_seq").to_pylist(),
@@ -437,16 +446,19 @@ def _rows(table: pa.Table, key_names: list[str]) -> list[dict]:
 
 def _build_lane(key: tuple, key_names: list[str], rows: list[dict]) -> _Lane:
     windows: dict[tuple[int, int], _Window] = {}
-    for r in sorted(rows, key=lambda r: (r["seq"], _KIND_ORDER.get(r["kind"], 2), r["index"])):
+    for r in rows:
+        if r["kind"] not in _KIND_ORDER or r["timing"] not in _STYLE:
+            raise ValueError(f"not a pane row: kind={r['kind']!r}, pane_timing={r['timing']!r} "
+                             f"(expected TRIGGER/RETRACTION and EARLY/ON_TIME/LATE)")
+    for r in sorted(rows, key=lambda r: (r["seq"], _KIND_ORDER[r["kind"]], r["index"])):
         w = windows.setdefault((r["start"], r["end"]), _Window(r["start"], r["end"]))
         bounded = r["start"] >= _BOUNDED_MIN_US and r["end"] <= _BOUNDED_MAX_US
         at = r["watermark"]
-        if at is None:
-            at = r["start"] if bounded else r["batch_time"]
+        if at is None and bounded:
+            at = r["start"]
         w.panes.append(_Pane(kind=r["kind"], timing=r["timing"], index=r["index"],
-                             final=bool(r["final"]), batch_seq=r["seq"], at_us=at))
-    label = _key_label(key, key_names)
-    return _Lane(label=label, n_rows=len(rows), windows=list(windows.values()))
+                             final=bool(r["final"]), at_us=at))
+    return _Lane(label=_key_label(key, key_names), windows=list(windows.values()))
 
 
 def _x_span(lanes: list[_Lane]) -> tuple[float, float]:
@@ -456,10 +468,9 @@ def _x_span(lanes: list[_Lane]) -> tuple[float, float]:
         for w in lane.windows:
             if w.bounded:
                 xs += [w.start_us, w.end_us]
-            xs += [p.at_us for p in w.panes]
-    if not xs:
-        now = int(datetime.now(timezone.utc).timestamp() * 1_000_000)
-        return float(now - 60_000_000), float(now)
+            xs += [p.at_us for p in w.panes if p.at_us is not None]
+    if not xs:   # only unbounded windows and no watermark yet: any range will do
+        return 0.0, 60_000_000.0
     lo, hi = float(min(xs)), float(max(xs))
     width = max(hi - lo, 1_000.0)
     # room on the right for fanned-out markers
@@ -474,8 +485,9 @@ def _dates(us: Sequence[float]) -> np.ndarray:
     return mdates.date2num(np.asarray(np.round(us), dtype="int64").astype("datetime64[us]"))
 
 
-def _draw(ax: "Axes", lanes: list[_Lane], span: tuple[float, float]) -> tuple[Counter, int]:
-    """Draw lanes top to bottom; return the number of markers per category and of final ones."""
+def _draw(ax: "Axes", lanes: list[_Lane],
+          span: tuple[float, float]) -> tuple[Counter, int, int]:
+    """Draw lanes top to bottom; return markers per category, final ones, crossed-out ones."""
     from matplotlib.patches import Rectangle
 
     lo, hi = _dates(span)
@@ -511,15 +523,17 @@ def _draw(ax: "Axes", lanes: list[_Lane], span: tuple[float, float]) -> tuple[Co
         if n < len(lanes) - 1:
             ax.axhline(y0 - 0.5 - _KEY_GAP / 2, color="#c9d0da", lw=0.8, zorder=1)
     counts: Counter = Counter()
-    final = 0
+    final = crossed_out = 0
     for (cat, is_final, faded), pts in sorted(markers.items(),
                                               key=lambda kv: CATEGORIES.index(kv[0][0])):
         artist = _scatter(ax, cat, is_final, faded, pts)
-        counts[cat] += len(artist.get_offsets())
-        final += len(artist.get_offsets()) if is_final else 0
+        drawn = len(artist.get_offsets())
+        counts[cat] += drawn
+        final += drawn if is_final else 0
+        crossed_out += drawn if faded and cat != KIND_RETRACTION else 0
     ax.set_yticks(ticks, labels)
     ax.set_ylim(y0 - _KEY_GAP - 0.5 + 0.1 if lanes else 0.5, -0.6)
-    return counts, final
+    return counts, final, crossed_out
 
 
 def _tails(ax: "Axes", y: float, start: float, end: float, x_min: float, x_max: float) -> None:
@@ -552,9 +566,15 @@ def _decorate(fig, ax: "Axes", summary: PlotSummary, title: str | None, height: 
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    locator = mdates.AutoDateLocator(minticks=4, maxticks=10)
-    ax.xaxis.set_major_locator(locator)
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    if summary.keys:
+        locator = mdates.AutoDateLocator(minticks=4, maxticks=10)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+    else:
+        ax.text(0.5, 0.5, "no panes", transform=ax.transAxes, ha="center", va="center",
+                fontsize=14, color="#777777")
+        ax.set_xticks([])
+        ax.set_yticks([])
     ax.grid(axis="x", color="#e3e7ed", lw=0.8, zorder=0)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
@@ -562,21 +582,17 @@ def _decorate(fig, ax: "Axes", summary: PlotSummary, title: str | None, height: 
     ax.tick_params(axis="y", length=0, labelsize=9)
     ax.set_xlabel("event time (UTC)  ·  bar = window [start, end)  ·  "
                   "marker = watermark when the pane fired", fontsize=9, color="#444444")
-    if not summary.keys:
-        ax.text(0.5, 0.5, "no panes", transform=ax.transAxes, ha="center", va="center",
-                fontsize=14, color="#777777")
-        ax.set_yticks([])
 
     m = summary.markers
     top = 1 - 0.16 / height
     fig.text(0.5, top, title or "Pane timeline", ha="center", va="top", fontsize=13,
              fontweight="bold")
-    shown = (f"{len(summary.keys)} keys" if len(summary.keys) == summary.total_keys
-             else f"{len(summary.keys)} of {summary.total_keys} keys")
+    shown = (_plural(len(summary.keys), "key") if len(summary.keys) == summary.total_keys
+             else f"{len(summary.keys)} of {_plural(summary.total_keys, 'key')}")
     fig.text(0.5, top - 0.30 / height,
              f"TRIGGER {summary.triggers}: EARLY {m[TIMING_EARLY]} · ON_TIME {m[TIMING_ON_TIME]} · "
              f"LATE {m[TIMING_LATE]}  (final {summary.final})   |   RETRACTION "
-             f"{m[KIND_RETRACTION]}   |   {shown}, {summary.windows} windows",
+             f"{m[KIND_RETRACTION]}   |   {shown}, {_plural(summary.windows, 'window')}",
              ha="center", va="top", fontsize=10, color="#333333")
     handles = [Line2D([], [], ls="", marker=_STYLE[t]["marker"], color=_STYLE[t]["color"],
                       markeredgecolor=_PLAIN_EDGE, markersize=8, label=_STYLE[t]["label"])

@@ -1,0 +1,321 @@
+"""One progress line per micro-batch of a windowed query.
+
+::
+
+    [clicks] batch 12 | events 10,000 | panes 812 (trigger 790, retraction 22) | late 3 (malformed 1) | watermark 2026-11-21T12:00:05Z | state 1,204 windows / 2.1 MB | 640 ms
+
+>>> import datasource.progress                           # doctest: +SKIP
+>>> datasource.progress.attach_progress(spark)           # doctest: +SKIP
+>>> query = panes.writeStream.queryName("clicks").format("windowed")...start()  # doctest: +SKIP
+
+``attach_progress`` adds a ``WindowedProgressListener`` to ``spark.streams``; it prints one line
+for every micro-batch of every query that reads ``format("windowed")``, on the driver (with Spark
+Connect, listeners run on the server, so the lines land in the server's output).
+
+Where the numbers come from (the stream reader's contract): every offset of the windowed source is
+a JSON object ``{"windowed": 1, "seq": <batch sequence>, "state": "<stateLocation URI>", ...}``;
+after the micro-batch ending at the offset with ``seq`` N has run, shard *i* has written
+``<state>/reports/<N>/shard-<i>.json`` with ``events_in``, ``panes_trigger``,
+``panes_retraction``, ``late_dropped``, ``malformed``, ``watermark_us`` (UTC µs or null),
+``state_rows``, ``state_bytes`` and ``duration_ms``. ``read_batch_report`` sums the shards.
+
+``read_batch_report`` and ``format_progress`` need no Spark; only the listener class imports
+pyspark, on first use (``datasource.progress.WindowedProgressListener``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.listener import StreamingQueryProgress
+
+__all__ = ["BatchReport", "read_batch_report", "format_progress", "progress_lines",
+           "WindowedProgressListener", "attach_progress", "REPORTS_DIR"]
+
+REPORTS_DIR = "reports"
+
+_log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_COUNT_FIELDS = ("events_in", "panes_trigger", "panes_retraction", "late_dropped", "malformed",
+                 "state_rows", "state_bytes")
+
+Sink = Callable[[str], Any]
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What the windowed operator did in one micro-batch, summed over its shards.
+
+    Counts are sums; ``watermark_us`` is the largest reported watermark (the watermark is global,
+    so shards agree; null before any watermark); ``duration_ms`` is the slowest shard's time.
+    """
+
+    seq: int
+    shards: int
+    events_in: int
+    panes_trigger: int
+    panes_retraction: int
+    late_dropped: int
+    malformed: int
+    watermark_us: int | None
+    state_rows: int
+    state_bytes: int
+    duration_ms: float
+
+    @property
+    def panes(self) -> int:
+        return self.panes_trigger + self.panes_retraction
+
+    @property
+    def watermark(self) -> datetime | None:
+        return None if self.watermark_us is None else _EPOCH + timedelta(microseconds=self.watermark_us)
+
+
+def read_batch_report(state: str, seq: int) -> BatchReport | None:
+    """Sum ``<state>/reports/<seq>/shard-*.json``; ``None`` if no shard has written a report.
+
+    ``state`` is the query's ``stateLocation``: a local path (with or without ``file://``) or a
+    URI ``pyarrow.fs`` understands (``s3://``, ``abfss://``, ``hdfs://``). A report file that is
+    not valid JSON or lacks a field raises ``ValueError`` naming the file.
+    """
+    import pyarrow.fs as pafs
+
+    fs, root = _filesystem(state)
+    directory = f"{root.rstrip('/')}/{REPORTS_DIR}/{int(seq)}"
+    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    paths = sorted(i.path for i in infos if i.type == pafs.FileType.File and _is_shard_file(i.path))
+    if not paths:
+        return None
+    shards = [_read_shard(fs, path) for path in paths]
+    watermarks = [s["watermark_us"] for s in shards if s["watermark_us"] is not None]
+    return BatchReport(seq=int(seq), shards=len(shards),
+                       **{f: sum(s[f] for s in shards) for f in _COUNT_FIELDS},
+                       watermark_us=max(watermarks) if watermarks else None,
+                       duration_ms=max(s["duration_ms"] for s in shards))
+
+
+def format_progress(report: BatchReport | None, *, batch_id: int, query_name: str | None,
+                    duration_ms: float | None, missing: str | None = None) -> str:
+    """One compact line for a micro-batch (``duration_ms``: the whole trigger, from Spark).
+
+    >>> r = BatchReport(seq=12, shards=2, events_in=10_000, panes_trigger=790, panes_retraction=22,
+    ...                 late_dropped=3, malformed=1, watermark_us=1_795_262_405_000_000,
+    ...                 state_rows=1_204, state_bytes=2_100_000, duration_ms=410.0)
+    >>> format_progress(r, batch_id=12, query_name="clicks", duration_ms=640)
+    '[clicks] batch 12 | events 10,000 | panes 812 (trigger 790, retraction 22) | late 3 (malformed 1) | watermark 2026-11-21T12:00:05Z | state 1,204 windows / 2.1 MB | 640 ms'
+
+    ``report=None`` gives a line saying the report is missing (``missing``: where it was looked
+    for). ``late`` is ``late_dropped``; ``malformed`` is shown when non-zero.
+    """
+    head = f"[{query_name}] batch {batch_id}" if query_name else f"batch {batch_id}"
+    tail = [] if duration_ms is None else [f"{round(duration_ms):,} ms"]
+    if report is None:
+        where = f" at {missing}" if missing else ""
+        return " | ".join([head, f"windowed report missing{where}", *tail])
+    late = f"late {report.late_dropped:,}"
+    if report.malformed:
+        late += f" (malformed {report.malformed:,})"
+    return " | ".join([
+        head,
+        f"events {report.events_in:,}",
+        f"panes {report.panes:,} (trigger {report.panes_trigger:,}, "
+        f"retraction {report.panes_retraction:,})",
+        late,
+        f"watermark {_format_watermark(report.watermark)}",
+        f"state {report.state_rows:,} windows / {_format_bytes(report.state_bytes)}",
+        *tail,
+    ])
+
+
+def progress_lines(progress: "StreamingQueryProgress") -> list[str]:
+    """The lines for one ``StreamingQueryProgress``: one per windowed source that ran a batch.
+
+    Sources whose ``endOffset`` is not a windowed offset are ignored, as are windowed sources whose
+    offset did not move (no batch of theirs ran). Never raises for a missing or unreadable report:
+    the line says so instead.
+    """
+    name = progress.name or str(progress.id)[:8]
+    duration = (progress.durationMs or {}).get("triggerExecution", progress.batchDuration)
+    windowed = [(src, off) for src in progress.sources
+                if (off := _windowed_offset(src.endOffset)) is not None
+                and _windowed_offset(src.startOffset) != off]
+    lines = []
+    for n, (src, offset) in enumerate(windowed, start=1):
+        label = name if len(windowed) == 1 else f"{name} #{n}"
+        lines.append(_source_line(offset, batch_id=progress.batchId, query_name=label,
+                                  duration_ms=duration))
+    return lines
+
+
+def attach_progress(spark: "SparkSession", sink: Sink | None = None) -> "WindowedProgressListener":
+    """Add a ``WindowedProgressListener`` writing to ``sink`` (default: print, flushed); return it.
+
+    Remove it again with ``spark.streams.removeListener(listener)``.
+    """
+    listener = _listener_class()(sink)
+    spark.streams.addListener(listener)
+    return listener
+
+
+def __getattr__(name: str) -> Any:   # PEP 562: build the pyspark subclass on first use
+    if name == "WindowedProgressListener":
+        return _listener_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# --------------------------------------------------------------------------------------------
+
+_LISTENER_CLASS: type | None = None
+
+
+def _listener_class() -> type:
+    global _LISTENER_CLASS
+    if _LISTENER_CLASS is None:
+        _LISTENER_CLASS = _make_listener_class()
+    return _LISTENER_CLASS
+
+
+def _make_listener_class() -> type:
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class WindowedProgressListener(StreamingQueryListener):
+        """Writes one progress line per micro-batch of each windowed query to ``sink``.
+
+        Also a line when a query starts, terminates, or goes idle (once per idle stretch).
+        Nothing raises out of the callbacks: Spark would only log it and drop the event.
+        """
+
+        def __init__(self, sink: Sink | None = None) -> None:
+            self.sink: Sink = sink or _print_flush
+            self._names: dict[str, str] = {}
+            self._idle: set[str] = set()
+
+        def onQueryStarted(self, event: Any) -> None:
+            qid = str(event.id)
+            self._names[qid] = event.name or qid[:8]
+            self._emit(lambda: [f"[{self._names[qid]}] started (id {event.id}, run {event.runId})"])
+
+        def onQueryProgress(self, event: Any) -> None:
+            self._idle.discard(str(event.progress.id))
+            self._emit(lambda: progress_lines(event.progress))
+
+        def onQueryIdle(self, event: Any) -> None:
+            qid = str(event.id)
+            if qid not in self._idle:
+                self._idle.add(qid)
+                self._emit(lambda: [f"[{self._name(qid)}] idle, waiting for data"])
+
+        def onQueryTerminated(self, event: Any) -> None:
+            qid = str(event.id)
+            name = self._name(qid)
+            self._names.pop(qid, None)
+            self._idle.discard(qid)
+            if event.exception:
+                first = str(event.exception).strip().splitlines()[0]
+                self._emit(lambda: [f"[{name}] terminated with error: {first}"])
+            else:
+                self._emit(lambda: [f"[{name}] terminated"])
+
+        def _name(self, qid: str) -> str:
+            return self._names.get(qid, qid[:8])
+
+        def _emit(self, lines: Callable[[], Iterable[str]]) -> None:
+            try:
+                for line in lines():
+                    self.sink(line)
+            except Exception:  # a listener must not break the query's listener bus
+                _log.exception("windowed progress listener failed")
+
+    WindowedProgressListener.__module__ = __name__
+    WindowedProgressListener.__qualname__ = "WindowedProgressListener"
+    return WindowedProgressListener
+
+
+def _source_line(offset: dict, *, batch_id: int, query_name: str, duration_ms: float | None) -> str:
+    state, seq = offset.get("state"), offset.get("seq")
+    if not isinstance(state, str) or not isinstance(seq, int):
+        return (f"[{query_name}] batch {batch_id} | windowed offset without state/seq: "
+                f"{json.dumps(offset)[:200]}")
+    where = f"{state.rstrip('/')}/{REPORTS_DIR}/{seq}"
+    try:
+        report = read_batch_report(state, seq)
+    except Exception as e:  # unreadable report: say so on the progress line
+        return (f"[{query_name}] batch {batch_id} | windowed report unreadable at {where}: "
+                f"{type(e).__name__}: {e}")
+    return format_progress(report, batch_id=batch_id, query_name=query_name,
+                           duration_ms=duration_ms, missing=where)
+
+
+def _windowed_offset(raw: Any) -> dict | None:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return raw if isinstance(raw, dict) and "windowed" in raw else None
+
+
+def _filesystem(uri: str):
+    import pyarrow.fs as pafs
+    if "://" in uri or uri.startswith("file:"):
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), os.path.abspath(uri)
+
+
+def _is_shard_file(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith("shard-") and name.endswith(".json")
+
+
+def _read_shard(fs, path: str) -> dict:
+    with fs.open_input_stream(path) as f:
+        raw = f.read()
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        raise ValueError(f"{path}: not a JSON shard report ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a shard report is a JSON object, got {type(data).__name__}")
+    for f in _COUNT_FIELDS:
+        if not _is_int(data.get(f)):
+            raise ValueError(f"{path}: field {f!r} must be an integer, got {data.get(f)!r}")
+    wm = data.get("watermark_us")
+    if wm is not None and not _is_int(wm):
+        raise ValueError(f"{path}: field 'watermark_us' must be an integer or null, got {wm!r}")
+    dur = data.get("duration_ms")
+    if not isinstance(dur, (int, float)) or isinstance(dur, bool):
+        raise ValueError(f"{path}: field 'duration_ms' must be a number, got {dur!r}")
+    return {**{f: data[f] for f in _COUNT_FIELDS}, "watermark_us": wm, "duration_ms": float(dur)}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _format_watermark(ts: datetime | None) -> str:
+    if ts is None:
+        return "none"
+    text = ts.strftime("%Y-%m-%dT%H:%M:%S")
+    if ts.microsecond % 1000:
+        text += f".{ts.microsecond:06d}"
+    elif ts.microsecond:
+        text += f".{ts.microsecond // 1000:03d}"
+    return text + "Z"
+
+
+def _format_bytes(n: int) -> str:
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _print_flush(line: str) -> None:
+    print(line, flush=True)
