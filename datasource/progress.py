@@ -75,7 +75,9 @@ class BatchReport:
 
     @property
     def watermark(self) -> datetime | None:
-        return None if self.watermark_us is None else _EPOCH + timedelta(microseconds=self.watermark_us)
+        if self.watermark_us is None:
+            return None
+        return _EPOCH + timedelta(microseconds=self.watermark_us)
 
 
 def read_batch_report(state: str, seq: int) -> BatchReport | None:

@@ -16,13 +16,13 @@ How to read the picture:
   (sliding windows, session merges, late firings reaching into the next window) are stacked in
   sub-lanes of the key's lane;
 * each TRIGGER pane is a marker at the **watermark** it fired at (a pane fired before any
-  watermark sits at its window start, or at the left edge for a global window): EARLY (blue circle) usually left of or inside the bar,
-  ON_TIME (green square) at or just right of the window end, LATE (orange triangle) further right.
-  A thin line ties markers outside the bar to their window. A black outline marks ``is_final``.
+  watermark sits at its window start, or at the left edge for a global window): EARLY (blue
+  circle) usually left of or inside the bar, ON_TIME (green square) at or just right of the window
+  end, LATE (orange triangle) further right. A thin line ties markers outside the bar to their window. A black outline marks ``is_final``.
   Panes of one window that fired at the same watermark are fanned out to the right, in firing
   order (batch, then pane index);
 * each RETRACTION is a red ``x`` drawn over the TRIGGER pane it withdraws (same window and
-  pane index), i.e. that pane is crossed out; if that pane is not in the table, the ``x`` sits at
+  pane index): that pane is drawn hollow and crossed out; if that pane is not in the table, the ``x`` sits at
   the retraction's own watermark. A window whose latest pane was retracted (e.g. a session merged
   away) is drawn hatched.
 
@@ -114,7 +114,7 @@ class PlotSummary:
         return self.markers.get(KIND_RETRACTION, 0)
 
     def describe(self) -> str:
-        """One line, e.g. ``3 of 3 keys, 9 windows | TRIGGER 14 (EARLY 5, ON_TIME 6, LATE 3) ...``."""
+        """One line: ``3 of 3 keys, 9 windows | TRIGGER 14 (EARLY 5, ...; final 4) | ...``."""
         timings = ", ".join(f"{t} {self.markers.get(t, 0)}"
                             for t in (TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE))
         return (f"{len(self.keys)} of {_plural(self.total_keys, 'key')}, "
@@ -438,8 +438,8 @@ def _rows(table: pa.Table, key_names: list[str]) -> list[dict]:
         "start": _us(table.column("window_start")), "end": _us(table.column("window_end")),
         "watermark": _us(table.column("watermark")),
         "kind": table.column("kind").to_pylist(), "timing": table.column("pane_timing").to_pylist(),
-        "index": table.column("pane_index").to_pylist(), "final": table.column("is_final").to_pylist(),
-        "seq": table.column("batch_seq").to_pylist(),
+        "index": table.column("pane_index").to_pylist(),
+        "final": table.column("is_final").to_pylist(), "seq": table.column("batch_seq").to_pylist(),
     }
     return [{"key": keys[i], **{c: v[i] for c, v in cols.items()}} for i in range(table.num_rows)]
 
@@ -590,7 +590,8 @@ def _decorate(fig, ax: "Axes", summary: PlotSummary, title: str | None, height: 
     shown = (_plural(len(summary.keys), "key") if len(summary.keys) == summary.total_keys
              else f"{len(summary.keys)} of {_plural(summary.total_keys, 'key')}")
     fig.text(0.5, top - 0.30 / height,
-             f"TRIGGER {summary.triggers}: EARLY {m[TIMING_EARLY]} · ON_TIME {m[TIMING_ON_TIME]} · "
+             f"TRIGGER {summary.triggers}: EARLY {m[TIMING_EARLY]} · "
+             f"ON_TIME {m[TIMING_ON_TIME]} · "
              f"LATE {m[TIMING_LATE]}  (final {summary.final})   |   RETRACTION "
              f"{m[KIND_RETRACTION]}   |   {shown}, {_plural(summary.windows, 'window')}",
              ha="center", va="top", fontsize=10, color="#333333")
