@@ -22,8 +22,8 @@ How to read the picture:
   Panes of one window that fired at the same watermark are fanned out to the right, in firing
   order (batch, then pane index);
 * each RETRACTION is a red ``x`` drawn over the TRIGGER pane it withdraws (same window and
-  pane index): that pane is drawn hollow and crossed out; if that pane is not in the table, the ``x`` sits at
-  the retraction's own watermark. A window whose latest pane was retracted (e.g. a session merged
+  pane index): that pane is drawn hollow and crossed out; if that pane is not in the table, the
+  ``x`` sits at the retraction's own watermark. A window whose latest pane was retracted (e.g. a session merged
   away) is drawn hatched.
 
 >>> from spark_windowing.plot import load_panes, plot_panes     # doctest: +SKIP
