@@ -17,14 +17,14 @@ How to read the picture:
   sub-lanes of the key's lane;
 * each TRIGGER pane is a marker at the **watermark** it fired at (a pane fired before any
   watermark sits at its window start, or at the left edge for a global window): EARLY (blue
-  circle) usually left of or inside the bar, ON_TIME (green square) at or just right of the window
-  end, LATE (orange triangle) further right. A thin line ties markers outside the bar to their window. A black outline marks ``is_final``.
-  Panes of one window that fired at the same watermark are fanned out to the right, in firing
-  order (batch, then pane index);
+  circle) usually left of or inside the bar, ON_TIME (green square) at or just right of the
+  window end, LATE (orange triangle) further right. A thin line ties markers outside the bar to
+  their window. A black outline marks ``is_final``. Panes of one window that fired at the same
+  watermark are fanned out to the right, in firing order (batch, then pane index);
 * each RETRACTION is a red ``x`` drawn over the TRIGGER pane it withdraws (same window and
   pane index): that pane is drawn hollow and crossed out; if that pane is not in the table, the
-  ``x`` sits at the retraction's own watermark. A window whose latest pane was retracted (e.g. a session merged
-  away) is drawn hatched.
+  ``x`` sits at the retraction's own watermark. A window whose latest pane was retracted (e.g. a
+  session merged away) is drawn hatched.
 
 >>> from spark_windowing.plot import load_panes, plot_panes     # doctest: +SKIP
 >>> result = plot_panes(load_panes("/lake/panes/clicks"), "panes.png", max_keys=4)  # doctest: +SKIP
