@@ -196,7 +196,7 @@ class WindowedOperator:
     # ------------------------------------------------------------------ adding elements
     def _add(self, events, late_parts, pane_parts, metrics):
         spec = self.spec
-        ts, valid = self._timestamps(events)
+        ts, valid = self.event_times(events)
         gap = None
         gap_col = getattr(spec.window, "gap_column", None)
         if gap_col is not None:
@@ -257,7 +257,7 @@ class WindowedOperator:
         min_ts_new[rows] = res["min_ts"]
         return touched, n_new, min_ts_new
 
-    def _timestamps(self, events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    def event_times(self, events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """Event times in µs and a validity mask (null / unparseable -> invalid)."""
         col = _get_column(events, self.spec.timestamp_column)
         if isinstance(col, pa.ChunkedArray):

@@ -57,8 +57,19 @@ class TestStream:
         self._late: list[dict[str, Any]] = []
 
     # ---- actions (each is one step) ----
-    def add_elements(self, elements: list[dict[str, Any]] | pa.Table) -> None:
-        """One bundle, processed at the current watermark and processing time."""
+    def add_elements(self, elements: list[dict[str, Any]] | pa.Table, *, watermark: int | None = None,
+                     processing_time: int | None = None) -> None:
+        """One bundle, processed at the current watermark and processing time.
+
+        ``watermark`` / ``processing_time`` (absolute, in ``timestamp_unit``) move the clocks as
+        part of the same step — exactly what one Spark micro-batch does.
+        """
+        if watermark is not None:
+            if watermark * self.unit < self._wm:
+                raise ValueError(f"the watermark must not go back: {watermark} < current {self._wm // self.unit}")
+            self._wm = int(watermark) * self.unit
+        if processing_time is not None:
+            self._proc = max(self._proc, int(processing_time) * self.unit)
         table = elements if isinstance(elements, pa.Table) else pa.Table.from_pylist(list(elements))
         if self.operator.bound and table.num_rows:
             table = _conform(table, self.operator.input_schema)

@@ -1,0 +1,169 @@
+"""All options of ``spark.readStream.format("windowed")``, parsed once on the driver at ``load()``.
+
+Option names are case-insensitive; ``spark.windowed.<option>`` in the Spark conf gives a default.
+A bad value raises ``OptionError`` naming the option, the value and the accepted forms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from spark_windowing._time import parse_duration
+from spark_windowing.errors import OptionError
+from spark_windowing.spec import OperatorSpec, parse_bool
+from spark_windowing.watermark import WatermarkStrategy, parse_watermark
+from spark_windowing.windows import GlobalWindow
+
+SOURCES = ("delta", "parquet", "json", "csv", "generator")
+DEFAULT_SHARDS = 2
+#: Internal column holding the batch time for processing-time windows (no timestampColumn).
+PROC_TIME_COLUMN = "__batch_time"
+
+KNOWN_OPTIONS = {
+    "source", "path", "timestampcolumn", "timestampunit", "keycolumns", "window", "trigger",
+    "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
+    "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
+    "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
+    # generator
+    "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
+    "starttime",
+}
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Deterministic synthetic events (see ``datasource.upstream.generate``)."""
+
+    events_per_batch: int = 1000
+    total_events: int | None = None
+    keys: int = 100
+    event_interval: int = 10_000          # µs of event time between consecutive events
+    disorder: int = 0                     # max µs an event is shifted back (out-of-orderness)
+    late_fraction: float = 0.0            # fraction of events shifted back far (late data)
+    seed: int = 42
+    start_time: int = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Everything the stream reader needs; picklable, shipped to the executors."""
+
+    source: str
+    path: str | None
+    spec: OperatorSpec
+    watermark: WatermarkStrategy
+    state_location: str
+    shards: int
+    late_data_path: str | None = None
+    max_events_per_batch: int | None = None
+    max_files_per_trigger: int | None = None
+    starting_version: int | None = None
+    schema_ddl: str | None = None
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    processing_time_windows: bool = False
+    query_name: str | None = None
+
+
+def _int(options: dict[str, str], name: str, *, minimum: int = 0, default: int | None = None) -> int | None:
+    raw = options.get(name.lower())
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise OptionError(name, raw, f"an integer >= {minimum}") from None
+    if value < minimum:
+        raise OptionError(name, raw, f"an integer >= {minimum}")
+    return value
+
+
+def _require(options: dict[str, str], name: str, accepted: str) -> str:
+    raw = options.get(name.lower())
+    if raw is None or not str(raw).strip():
+        raise OptionError(name, raw, accepted, why="required")
+    return str(raw).strip()
+
+
+def parse_options(raw: dict[str, str]) -> SourceConfig:
+    """Validate and parse the reader options (keys already lower-cased)."""
+    options = {k.lower(): v for k, v in raw.items()}
+    unknown = sorted(set(options) - KNOWN_OPTIONS - {"table"})
+    if unknown:
+        raise OptionError(unknown[0], options[unknown[0]], "the options of DESIGN.md section 3: " +
+                          ", ".join(sorted(KNOWN_OPTIONS)), why="unknown option")
+    source = _require(options, "source", ", ".join(SOURCES)).lower()
+    if source not in SOURCES:
+        raise OptionError("source", options["source"], ", ".join(SOURCES))
+    path = options.get("path")
+    if source != "generator" and not path:
+        raise OptionError("path", path, f"the upstream location of the {source} source", why="required")
+    if options.get("process") or options.get("evictor"):
+        name = "process" if options.get("process") else "evictor"
+        raise OptionError(name, options[name], "not available yet (planned: issue 6); use aggregate",
+                          why="process functions and evictors are not implemented in this version")
+    window = _require(options, "window", "a window spec, e.g. tumbling(1 minute)")
+    ts_col = options.get("timestampcolumn")
+    processing_time = not ts_col
+    spec = OperatorSpec.from_options(
+        window=window, aggregate=_require(options, "aggregate", "e.g. sum(amount) AS total, count(*) AS n"),
+        trigger=options.get("trigger"), key_columns=options.get("keycolumns"),
+        timestamp_column=ts_col or PROC_TIME_COLUMN, timestamp_unit=options.get("timestampunit"),
+        accumulation_mode=options.get("accumulationmode", "discarding"),
+        allowed_lateness=options.get("allowedlateness", "0 seconds"),
+        timestamp_combiner=options.get("timestampcombiner", "end_of_window"),
+        fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"))
+    if processing_time and isinstance(spec.window, GlobalWindow):
+        processing_time = True
+    wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
+    state = _require(options, "stateLocation", "a URI such as /lake/_state/q1, s3://bucket/state/q1")
+    gen = GeneratorConfig()
+    if source == "generator":
+        gen = GeneratorConfig(
+            events_per_batch=_int(options, "eventsPerBatch", minimum=1, default=1000),
+            total_events=_int(options, "totalEvents", minimum=0),
+            keys=_int(options, "keys", minimum=1, default=100),
+            event_interval=parse_duration(options.get("eventinterval", "10 milliseconds"),
+                                          option="eventInterval", allow_zero=False),
+            disorder=parse_duration(options.get("disorder", "0 seconds"), option="disorder"),
+            late_fraction=_fraction(options.get("latefraction", "0")),
+            seed=_int(options, "seed", default=42),
+            start_time=_start_time(options.get("starttime")),
+        )
+    return SourceConfig(
+        source=source, path=path, spec=spec, watermark=wm, state_location=state.rstrip("/"),
+        shards=_int(options, "shards", minimum=1, default=DEFAULT_SHARDS),
+        late_data_path=options.get("latedatapath") or None,
+        max_events_per_batch=_int(options, "maxEventsPerBatch", minimum=1),
+        max_files_per_trigger=_int(options, "maxFilesPerTrigger", minimum=1),
+        starting_version=_int(options, "startingVersion", minimum=0),
+        schema_ddl=options.get("schema"), generator=gen, processing_time_windows=processing_time,
+        query_name=options.get("queryname"),
+    )
+
+
+def _fraction(raw: str) -> float:
+    try:
+        v = float(raw)
+    except ValueError:
+        raise OptionError("lateFraction", raw, "a number between 0 and 1") from None
+    if not 0 <= v <= 1:
+        raise OptionError("lateFraction", raw, "a number between 0 and 1")
+    return v
+
+
+def _start_time(raw: str | None) -> int:
+    if raw is None:
+        return GeneratorConfig.start_time
+    from datetime import datetime, timezone
+    try:
+        d = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        raise OptionError("startTime", raw, "an ISO-8601 timestamp such as 2026-01-01T00:00:00Z") from None
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=timezone.utc)
+    return int(d.timestamp() * 1_000_000)
+
+
+def parse_bool_option(options: dict[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name.lower())
+    return default if raw is None else parse_bool(name, raw)

@@ -1,0 +1,286 @@
+"""``spark.readStream.format("windowed")``: the windowed operator inside a Python stream reader.
+
+Data flow per micro-batch (DESIGN.md section 2)::
+
+    latestOffset(start)  driver: upstream position, batch time, global watermark  -> end offset
+    partitions(s, e)     driver: one partition per key shard (all shards, every batch)
+    read(shard)          executor: state @s -> read & filter events -> operator.step -> state @e
+                         (atomic), late rows -> lateDataPath (exactly once), report -> panes
+    commit(e)            driver: drop snapshots older than e
+
+An offset is ``{"windowed": 1, "seq", "state", "up", "bt", "wm", "max_event", "max_col",
+"last_input"}``: the upstream position, the batch time chosen on the driver, and the watermark
+for the batch (computed from the shards' reports of the previous batch: global, independent of the
+shard count). Spark logs offsets before a batch runs, so a replay sees the same events, batch
+time and state, and yields the same panes. ``read()`` never looks at the wall clock.
+
+The source keeps time moving: when no new event arrived but the next watermark passes a pending
+event-time timer (a window end), or a processing-time timer is due, ``latestOffset`` still
+returns a new offset so the micro-batch that fires it runs.
+
+>>> # doctest: +SKIP
+>>> panes = (spark.readStream.format("windowed").option("source", "generator")
+...          .option("window", "tumbling(1 minute)").option("aggregate", "count(*) AS n")
+...          .option("timestampColumn", "event_time").option("keyColumns", "user_id")
+...          .option("stateLocation", "/tmp/state").load())
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxFiles, ReadMaxRows,
+                                              SupportsTriggerAvailableNow)
+from pyspark.sql.types import StructType
+
+from datasource import storage, upstream
+from datasource._types import arrow_to_spark_schema
+from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
+from spark_windowing import state as snapshots
+from spark_windowing._time import MAX_TIME, MIN_TIME
+from spark_windowing.errors import SnapshotError
+from spark_windowing.operator import WindowedOperator
+from spark_windowing.panes import TIMESTAMP
+
+
+def input_schema(cfg: SourceConfig) -> pa.Schema:
+    schema = upstream.upstream_schema(cfg)
+    if cfg.processing_time_windows:
+        schema = schema.append(pa.field(PROC_TIME_COLUMN, TIMESTAMP))
+    return schema
+
+
+def stream_schema(options: dict[str, str]) -> StructType:
+    """The pane schema for these options (validates every option: errors surface at load())."""
+    cfg = parse_options(options)
+    op = WindowedOperator(cfg.spec, input_schema(cfg))
+    return arrow_to_spark_schema(op.pane_schema())
+
+
+class ShardPartition(InputPartition):
+    """One key shard of one micro-batch."""
+
+    def __init__(self, shard: int, start: dict, end: dict, planned: Any) -> None:
+        super().__init__(shard)
+        self.shard, self.start, self.end, self.planned = shard, start, end, planned
+
+
+def snapshot_uri(cfg: SourceConfig, shard: int, seq: int) -> str:
+    return f"{cfg.state_location}/shards/{shard:04d}/{seq:012d}.snap"
+
+
+def report_uri(cfg: SourceConfig, seq: int, shard: int) -> str:
+    return f"{cfg.state_location}/reports/{seq}/shard-{shard}.json"
+
+
+class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader; picklable (options only), clients created inside ``read()``."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.cfg = parse_options(options)
+        self.schema = schema
+        self._available_now = False
+        self._target: Any = None  # availableNow: upstream position not to go beyond
+
+    # ------------------------------------------------------------------ offsets (driver)
+    def initialOffset(self) -> dict:
+        self._check_state_location()
+        return {"windowed": 1, "seq": 0, "state": self.cfg.state_location,
+                "up": upstream.initial_position(self.cfg), "bt": 0, "wm": MIN_TIME,
+                "max_event": None, "max_col": None, "last_input": None}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.cfg.max_files_per_trigger and self.cfg.source != "generator":
+            return ReadMaxFiles(self.cfg.max_files_per_trigger)
+        if self.cfg.max_events_per_batch and self.cfg.source == "generator":
+            return ReadMaxRows(self.cfg.max_events_per_batch)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """availableNow: read what exists now (the generator: up to ``totalEvents``), fire every
+        event-time timer that becomes due, ignore processing-time timers, then stop."""
+        self._available_now = True
+        if self.cfg.source != "generator":
+            self._target = upstream.latest_position(self.cfg, upstream.initial_position(self.cfg), None, None)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        cfg = self.cfg
+        now = time.time_ns() // 1000
+        reports = self._reports(start["seq"]) if start["seq"] > 0 else []
+        max_event = _max([start.get("max_event")] + [r.get("max_event_us") for r in reports])
+        max_col = _max([start.get("max_col")] + [r.get("max_col_us") for r in reports])
+        max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        up = upstream.latest_position(cfg, start["up"], max_files, max_rows)
+        if self._target is not None and cfg.source != "generator":
+            up = min(up, max(self._target, start["up"]))
+        has_data = up != start["up"]
+        last_input = now if has_data else start.get("last_input")
+        wm = cfg.watermark.advance(current=start["wm"], max_event=max_event, max_column=max_col,
+                                   batch_time=now, last_input=last_input)
+        next_ev = min([MAX_TIME] + [r.get("next_event_timer", MAX_TIME) for r in reports])
+        next_pt = min([MAX_TIME] + [r.get("next_proc_timer", MAX_TIME) for r in reports])
+        due = next_ev <= wm or (not self._available_now and next_pt <= now)
+        if not has_data and not due:
+            return start
+        return {"windowed": 1, "seq": start["seq"] + 1, "state": cfg.state_location, "up": up,
+                "bt": now, "wm": wm, "max_event": max_event, "max_col": max_col, "last_input": last_input}
+
+    def _reports(self, seq: int) -> list[dict]:
+        out = []
+        for shard in range(self.cfg.shards):
+            raw = storage.read_bytes(report_uri(self.cfg, seq, shard), missing_ok=True)
+            if raw is None:
+                raise SnapshotError(f"missing shard report {report_uri(self.cfg, seq, shard)} for completed "
+                                    f"batch {seq}; was the state location {self.cfg.state_location} cleaned "
+                                    "or changed while the checkpoint refers to it?")
+            out.append(json.loads(raw))
+        return out
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        planned = upstream.plan(self.cfg, start["up"], end["up"])
+        return [ShardPartition(i, start, end, planned) for i in range(self.cfg.shards)]
+
+    def commit(self, end: dict) -> None:
+        """Spark has finished everything up to ``end``: drop older snapshots and reports."""
+        keep_from = int(end["seq"])
+        for shard in range(self.cfg.shards):
+            for info in storage.list_dir(f"{self.cfg.state_location}/shards/{shard:04d}"):
+                name = info.base_name
+                if name.endswith(".snap") and name[:-5].isdigit() and int(name[:-5]) < keep_from:
+                    storage.delete(_uri_like(self.cfg.state_location, info.path))
+        for info in storage.list_dir(f"{self.cfg.state_location}/reports"):
+            if info.base_name.isdigit() and int(info.base_name) < keep_from - 20:
+                storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
+
+    def _check_state_location(self) -> None:
+        marker = f"{self.cfg.state_location}/spec.json"
+        spec = json.dumps({"fingerprint": self.cfg.spec.fingerprint(), "shards": self.cfg.shards,
+                           "spec": self.cfg.spec.describe()}, sort_keys=True).encode()
+        existing = storage.read_bytes(marker, missing_ok=True)
+        if existing is None:
+            storage.write_atomic(marker, spec)
+            return
+        old = json.loads(existing)
+        if old.get("fingerprint") != self.cfg.spec.fingerprint() or old.get("shards") != self.cfg.shards:
+            raise SnapshotError(
+                f"stateLocation {self.cfg.state_location} holds state of a different query (spec "
+                f"{old.get('spec')}, shards {old.get('shards')}); use a new stateLocation and checkpoint")
+
+    # ------------------------------------------------------------------ read (executors)
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, ShardPartition)
+        t0 = time.perf_counter()
+        cfg, shard, start, end = self.cfg, partition.shard, partition.start, partition.end
+        op = load_operator(cfg, shard, int(start["seq"]))
+        events = self._events(partition)
+        max_event = max_col = None
+        if events.num_rows:
+            ts, valid = op.event_times(events)
+            if valid.any():
+                max_event = int(ts[valid].max())
+            if cfg.watermark.kind == "column":
+                col = events.column(cfg.watermark.column)
+                m = pc.max(col.cast(pa.int64()) if not pa.types.is_timestamp(col.type)
+                           else col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())).as_py()
+                max_col = m
+        result = op.step(events if events.num_rows else None, watermark=int(end["wm"]),
+                         processing_time=int(end["bt"]), batch_seq=int(end["seq"]))
+        if cfg.late_data_path and result.late.num_rows:
+            write_late_rows(cfg, shard, int(end["seq"]), result.late)
+        blob = snapshots.snapshot(op)
+        storage.write_atomic(snapshot_uri(cfg, shard, int(end["seq"])), blob)
+        ev_timer, pt_timer = op.next_timers()
+        m = result.metrics
+        report = {
+            "events_in": int(events.num_rows), "panes_trigger": m.get("panes_trigger", 0),
+            "panes_retraction": m.get("panes_retraction", 0), "late_dropped": m.get("late_dropped", 0),
+            "malformed": m.get("malformed", 0), "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
+            "state_rows": op.num_windows, "state_bytes": len(blob),
+            "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
+            "max_event_us": max_event, "max_col_us": max_col,
+            "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
+        }
+        storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode())
+        if result.panes.num_rows:
+            yield from result.panes.to_batches()
+
+    def _events(self, partition: ShardPartition) -> pa.Table:
+        cfg = self.cfg
+        columns = None if cfg.late_data_path else needed_columns(cfg)
+        table = upstream.read_batch(cfg, partition.planned, columns)
+        if cfg.shards > 1 and cfg.spec.key_columns and table.num_rows:
+            mask = upstream.shard_of(table, cfg.spec.key_columns, cfg.shards) == partition.shard
+            table = table.filter(pa.array(mask))
+        elif partition.shard != 0 and (cfg.shards == 1 or not cfg.spec.key_columns):
+            table = table.slice(0, 0)
+        if cfg.processing_time_windows:
+            bt = pa.array(np.full(table.num_rows, int(partition.end["bt"]), dtype=np.int64)).cast(TIMESTAMP)
+            table = table.append_column(PROC_TIME_COLUMN, bt)
+        return table
+
+
+def needed_columns(cfg: SourceConfig) -> list[str] | None:
+    """Top-level upstream columns the operator needs (projection pushed into the readers)."""
+    spec = cfg.spec
+    names = list(spec.key_columns)
+    if spec.timestamp_column and spec.timestamp_column != PROC_TIME_COLUMN:
+        names.append(spec.timestamp_column)
+    gap = getattr(spec.window, "gap_column", None)
+    if gap:
+        names.append(gap)
+    if cfg.watermark.column:
+        names.append(cfg.watermark.column)
+    for a in spec.aggregates:
+        if a.func == "custom":
+            return None
+        if a.column:
+            names.append(a.column)
+    tops = []
+    for n in names:
+        top = n.split(".")[0]
+        if top not in tops:
+            tops.append(top)
+    return tops
+
+
+def load_operator(cfg: SourceConfig, shard: int, seq: int) -> WindowedOperator:
+    """The shard's operator as of offset ``seq`` (a fresh one at seq 0); SnapshotError if missing."""
+    if seq == 0:
+        return WindowedOperator(cfg.spec, input_schema(cfg))
+    uri = snapshot_uri(cfg, shard, seq)
+    blob = storage.read_bytes(uri, missing_ok=True)
+    if blob is None:
+        raise SnapshotError(f"missing state snapshot {uri} (shard {shard}, batch {seq}): the state location "
+                            "must not be cleaned or changed while the query's checkpoint refers to it")
+    return snapshots.restore(cfg.spec, blob, where=uri)
+
+
+def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:
+    """Append late rows to the late-data Delta table exactly once per (shard, batch)."""
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    app_id = f"spark-windowing-late:{cfg.state_location}:shard-{shard}"
+    if DeltaTable.is_deltatable(cfg.late_data_path):
+        done = DeltaTable(cfg.late_data_path).transaction_version(app_id)
+        if done is not None and done >= seq:
+            return
+    write_deltalake(cfg.late_data_path, late, mode="append", schema_mode="merge",
+                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, seq)],
+                                                       max_commit_retries=50))
+
+
+def _max(values: list) -> int | None:
+    vals = [int(v) for v in values if v is not None]
+    return max(vals) if vals else None
+
+
+def _uri_like(base: str, path: str) -> str:
+    if "://" in base and not base.startswith("file://"):
+        return f"{base.split('://', 1)[0]}://{path}"
+    return path

@@ -1,0 +1,254 @@
+"""Upstream event readers: Delta tables, parquet/json/csv directories, and a deterministic generator.
+
+Positions are plain JSON values kept in the source's offsets:
+
+* ``delta``: the table version. A micro-batch reads only the files its versions *added*.
+* files: an index into an append-only manifest of discovered files, recorded under
+  ``<stateLocation>/sources/manifest.json`` — a replayed batch reads exactly the same files, even
+  if files were added since (or their listing order changed).
+* ``generator``: the number of events generated so far; event ``i`` is a pure function of
+  ``(seed, i)``.
+
+The driver resolves a batch's file list once (``plan``); each shard reads it and keeps only its
+keys (``shard_of``), projecting just the needed columns.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from datasource import storage
+from datasource.options import GeneratorConfig, SourceConfig
+from spark_windowing.errors import OptionError
+
+GENERATOR_SCHEMA = pa.schema([
+    ("user_id", pa.string()), ("page", pa.string()),
+    ("event_time", pa.timestamp("us", tz="UTC")), ("amount", pa.float64()), ("event_id", pa.int64()),
+])
+_PAGES = np.array(["home", "search", "product", "cart", "checkout"], dtype=object)
+_DDL_TYPES = {"string": pa.string(), "long": pa.int64(), "bigint": pa.int64(), "int": pa.int32(),
+              "integer": pa.int32(), "double": pa.float64(), "float": pa.float32(), "boolean": pa.bool_(),
+              "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.date32()}
+
+
+# ---------------------------------------------------------------------- schema discovery
+def upstream_schema(cfg: SourceConfig) -> pa.Schema:
+    """The upstream's Arrow schema (driver side, at load())."""
+    if cfg.schema_ddl:
+        return parse_ddl(cfg.schema_ddl)
+    if cfg.source == "generator":
+        return GENERATOR_SCHEMA
+    if cfg.source == "delta":
+        from deltalake import DeltaTable
+        try:
+            return pa.schema(DeltaTable(cfg.path).schema().to_arrow())
+        except Exception as e:  # deltalake raises TableNotFoundError and friends
+            raise OptionError("path", cfg.path, "an existing Delta table", why=str(e).splitlines()[0]) from None
+    files = list_files(cfg)
+    if not files:
+        raise OptionError("schema", None, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
+                          why=f"{cfg.path} has no {cfg.source} files yet to take the schema from; pass it")
+    return read_files(cfg, files[:1], columns=None).schema
+
+
+def parse_ddl(ddl: str) -> pa.Schema:
+    fields = []
+    for item in ddl.split(","):
+        parts = item.split()
+        if len(parts) != 2 or parts[1].lower() not in _DDL_TYPES:
+            raise OptionError("schema", ddl, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
+                              why=f"cannot parse {item.strip()!r}")
+        fields.append(pa.field(parts[0].strip("`"), _DDL_TYPES[parts[1].lower()]))
+    return pa.schema(fields)
+
+
+# ---------------------------------------------------------------------- positions (driver)
+def initial_position(cfg: SourceConfig) -> Any:
+    if cfg.source == "delta":
+        return -1 if cfg.starting_version is None else cfg.starting_version - 1
+    return 0
+
+
+def latest_position(cfg: SourceConfig, start: Any, max_files: int | None, max_rows: int | None) -> Any:
+    """The furthest position to read up to from ``start``, within the read limits."""
+    if cfg.source == "generator":
+        end = start + (max_rows or cfg.generator.events_per_batch)
+        if cfg.generator.total_events is not None:
+            end = min(end, cfg.generator.total_events)
+        return max(start, end)
+    if cfg.source == "delta":
+        from deltalake import DeltaTable
+        latest = DeltaTable(cfg.path).version()
+        if max_files is None or latest <= start:
+            return max(start, latest)
+        end, files = start, 0
+        while end < latest:
+            added = len(delta_added_files(cfg.path, end + 1))
+            if files and files + added > max_files:
+                break
+            files += added
+            end += 1
+        return end
+    manifest = update_manifest(cfg)
+    end = len(manifest)
+    if max_files is not None:
+        end = min(end, start + max_files)
+    return max(start, end)
+
+
+def plan(cfg: SourceConfig, start: Any, end: Any) -> Any:
+    """What a micro-batch reads: a file list, or a generator index range."""
+    if cfg.source == "generator":
+        return [int(start), int(end)]
+    if cfg.source == "delta":
+        files: list[str] = []
+        for v in range(int(start) + 1, int(end) + 1):
+            files.extend(delta_added_files(cfg.path, v))
+        return files
+    return read_manifest(cfg)[int(start):int(end)]
+
+
+def delta_added_files(path: str, version: int) -> list[str]:
+    """Files added by ``version`` (in a stable order)."""
+    from deltalake import DeltaTable
+    now = set(DeltaTable(path, version=version).file_uris())
+    before = set(DeltaTable(path, version=version - 1).file_uris()) if version > 0 else set()
+    return sorted(now - before)
+
+
+def list_files(cfg: SourceConfig) -> list[str]:
+    fs, root = storage.filesystem(cfg.path)
+    suffix = {"parquet": ".parquet", "json": ".json", "csv": ".csv"}[cfg.source]
+    try:
+        infos = fs.get_file_info(storage.selector(root))
+    except FileNotFoundError:
+        raise OptionError("path", cfg.path, f"a directory of {cfg.source} files", why="does not exist") from None
+    files = [i for i in infos if i.is_file and (i.path.endswith(suffix) or i.path.endswith(suffix + "l"))
+             and not i.base_name.startswith((".", "_"))]
+    files.sort(key=lambda i: (i.mtime_ns or 0, i.path))
+    return [storage.join_uri(cfg.path, root, i.path) for i in files]
+
+
+def manifest_path(cfg: SourceConfig) -> str:
+    return f"{cfg.state_location}/sources/manifest.json"
+
+
+def read_manifest(cfg: SourceConfig) -> list[str]:
+    raw = storage.read_bytes(manifest_path(cfg), missing_ok=True)
+    return [] if raw is None else json.loads(raw)
+
+
+def update_manifest(cfg: SourceConfig) -> list[str]:
+    """Append newly discovered files to the manifest (driver only); return the manifest."""
+    manifest = read_manifest(cfg)
+    seen = set(manifest)
+    new = [f for f in list_files(cfg) if f not in seen]
+    if new:
+        manifest = manifest + new
+        storage.write_atomic(manifest_path(cfg), json.dumps(manifest).encode())
+    return manifest
+
+
+# ---------------------------------------------------------------------- reading (executors)
+def read_batch(cfg: SourceConfig, planned: Any, columns: list[str] | None) -> pa.Table:
+    if cfg.source == "generator":
+        return generate(cfg.generator, planned[0], planned[1])
+    if not planned:
+        return upstream_schema_cached(cfg, columns).empty_table()
+    return read_files(cfg, planned, columns)
+
+
+_SCHEMA_CACHE: dict[tuple, pa.Schema] = {}
+
+
+def upstream_schema_cached(cfg: SourceConfig, columns: list[str] | None) -> pa.Schema:
+    key = (cfg.source, cfg.path, tuple(columns or ()))
+    if key not in _SCHEMA_CACHE:
+        schema = upstream_schema(cfg)
+        _SCHEMA_CACHE[key] = schema if columns is None else pa.schema([schema.field(c) for c in columns])
+    return _SCHEMA_CACHE[key]
+
+
+def read_files(cfg: SourceConfig, files: list[str], columns: list[str] | None) -> pa.Table:
+    tables = []
+    for uri in files:
+        fs, path = storage.filesystem(uri)
+        if cfg.source in ("parquet", "delta"):
+            tables.append(pq.read_table(path, filesystem=fs, columns=columns))
+        else:
+            with fs.open_input_stream(path) as f:
+                t = pajson.read_json(f) if cfg.source == "json" else pacsv.read_csv(f)
+            tables.append(t.select(columns) if columns else t)
+    if cfg.schema_ddl:
+        target = parse_ddl(cfg.schema_ddl)
+        tables = [t.cast(pa.schema([target.field(n) for n in t.column_names])) for t in tables]
+    return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+def generate(g: GeneratorConfig, start: int, end: int) -> pa.Table:
+    """Events ``start..end-1``; deterministic in ``(seed, index)``."""
+    i = np.arange(start, end, dtype=np.int64)
+    h = _mix(i, g.seed)
+    key = (h % g.keys).astype(np.int64)
+    base = g.start_time + i * g.event_interval
+    jitter = (_mix(i, g.seed + 1) % (g.disorder + 1)).astype(np.int64) if g.disorder else 0
+    t = base - jitter
+    if g.late_fraction > 0:
+        late = (_mix(i, g.seed + 2) % 1_000_000) < int(g.late_fraction * 1_000_000)
+        t = np.where(late, t - 100 * max(g.disorder, g.event_interval) - 3_600_000_000, t)
+    amount = ((_mix(i, g.seed + 3) % 10_000) / 100.0).astype(np.float64)
+    page = _PAGES[(_mix(i, g.seed + 4) % len(_PAGES)).astype(np.int64)]
+    users = pc.binary_join_element_wise(pa.array(["user"] * len(i), pa.string()), pc.cast(pa.array(key), pa.string()), "-")
+    return pa.table({
+        "user_id": users, "page": pa.array(page.tolist(), pa.string()),
+        "event_time": pa.array(t, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        "amount": pa.array(amount), "event_id": pa.array(i),
+    }, schema=GENERATOR_SCHEMA)
+
+
+def _mix(i: np.ndarray, seed: int) -> np.ndarray:
+    """A stateless 64-bit hash (splitmix64) of index and seed: reproducible anywhere."""
+    with np.errstate(over="ignore"):
+        z = (i.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)) * np.uint64(1)
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return z
+
+
+# ---------------------------------------------------------------------- sharding
+def shard_of(table: pa.Table, key_columns: tuple[str, ...], shards: int) -> np.ndarray:
+    """Shard number per row: a stable hash of the key columns (per distinct key, not per row)."""
+    if shards == 1 or not key_columns or table.num_rows == 0:
+        return np.zeros(table.num_rows, dtype=np.int64)
+    acc = np.zeros(table.num_rows, dtype=np.uint64)
+    for name in key_columns:
+        col = _column(table, name)
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        enc = pc.dictionary_encode(col)
+        codes = np.array([zlib.crc32(repr(v).encode()) for v in enc.dictionary.to_pylist()], dtype=np.uint64)
+        idx = enc.indices.fill_null(0).to_numpy(zero_copy_only=False)
+        with np.errstate(over="ignore"):
+            acc = acc * np.uint64(1_000_003) + codes[idx]
+    return (acc % np.uint64(shards)).astype(np.int64)
+
+
+def _column(table: pa.Table, dotted: str):
+    if dotted in table.column_names:
+        return table.column(dotted)
+    parts = dotted.split(".")
+    col = table.column(parts[0])
+    for p in parts[1:]:
+        col = pc.struct_field(col, p)
+    return col
