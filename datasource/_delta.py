@@ -1,0 +1,264 @@
+"""Delta Lake plumbing of the pane tables, through the ``deltalake`` (delta-rs) package only.
+
+A pane table set lives under one root ``P``: ``P/triggers``, ``P/retractions``, ``P/current``
+(:data:`TABLES`), and ``P/_staging`` for the sink's per-batch scratch files. Every table has the
+same columns (the pane schema, DESIGN.md 4.5) and records it in its Delta configuration:
+
+* ``spark_windowing.formatVersion`` = ``1``
+* ``spark_windowing.table`` = ``triggers`` | ``retractions`` | ``current``
+* ``spark_windowing.keyColumns`` / ``spark_windowing.aggregateColumns``: JSON lists of names
+* ``spark_windowing.paneSchema``: JSON list of ``[name, arrow type, nullable]``, the fingerprint a
+  later writer must match (:func:`ensure_pane_table`).
+
+Data files are plain Parquet (zstd), no partitioning, written straight into the table directory
+and committed later by the driver with ``DeltaTable.create_write_transaction``: the same protocol
+Spark's own Delta writer follows (files first, then one atomic log commit). A file that was written
+but never committed (crash, abort, replayed batch) is invisible to every reader and is removed by
+``DeltaTable.vacuum``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Iterator, Sequence
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+from deltalake.transaction import AddAction
+
+from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
+
+__all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "FORMAT_VERSION", "DataFile",
+           "normalize_root", "table_uri", "open_table", "ensure_pane_table", "table_pane_schema",
+           "recorded_pane_schema", "write_data_file", "add_action", "filesystem", "delete_files"]
+
+TRIGGERS, RETRACTIONS, CURRENT = "triggers", "retractions", "current"
+TABLES: tuple[str, ...] = (CURRENT, TRIGGERS, RETRACTIONS)
+STAGING = "_staging"
+FORMAT_VERSION = "1"
+
+_CONF = "spark_windowing."
+CONF_FORMAT = _CONF + "formatVersion"
+CONF_TABLE = _CONF + "table"
+CONF_KEYS = _CONF + "keyColumns"
+CONF_AGGREGATES = _CONF + "aggregateColumns"
+CONF_SCHEMA = _CONF + "paneSchema"
+
+_DESCRIPTIONS = {
+    TRIGGERS: "spark-windowing panes: every TRIGGER row, appended once per micro-batch",
+    RETRACTIONS: "spark-windowing panes: every RETRACTION row, appended once per micro-batch",
+    CURRENT: "spark-windowing panes: the latest TRIGGER per key and window, retractions applied",
+}
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One Parquet file an executor wrote into a table directory, not yet committed.
+
+    ``path`` is relative to the table root; ``stats`` is the Delta ``add.stats`` JSON.
+    """
+
+    table: str
+    path: str
+    size: int
+    num_rows: int
+    stats: str
+
+
+# --------------------------------------------------------------------------- locations
+
+def normalize_root(path: str) -> str:
+    """``path`` as a URI-or-absolute-path without trailing slash (local paths made absolute)."""
+    if not path or not path.strip():
+        raise ValueError("empty path")
+    path = path.strip()
+    if urlparse(path).scheme in ("", "file"):
+        local = path[len("file://"):] if path.startswith("file://") else path
+        return os.path.abspath(os.path.expanduser(local))
+    return path.rstrip("/")
+
+
+def table_uri(root: str, table: str) -> str:
+    return f"{root}/{table}"
+
+
+def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
+    """The ``pyarrow.fs`` filesystem of ``root`` and the path of ``root`` inside it."""
+    if urlparse(root).scheme == "":
+        return pafs.LocalFileSystem(), root
+    return pafs.FileSystem.from_uri(root)
+
+
+def delete_files(root: str, relative_paths: Sequence[str]) -> None:
+    """Delete files under ``root`` (relative paths); files already gone are fine."""
+    if not relative_paths:
+        return
+    fs, base = filesystem(root)
+    for rel in relative_paths:
+        try:
+            fs.delete_file(f"{base}/{rel}")
+        except FileNotFoundError:
+            pass
+
+
+# --------------------------------------------------------------------------- schema in the table
+
+def table_pane_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema a pane table stores for DataFrames of ``schema``.
+
+    Key and aggregate columns are kept as given (type and nullability); the window and metadata
+    columns take their canonical definitions from ``spark_windowing.panes`` (timestamps ``us``,
+    UTC; only ``watermark`` nullable). Raises ``ValueError`` if ``schema`` is not a pane schema.
+    """
+    keys, aggregates = split_pane_schema(schema)
+    return pane_schema(keys, aggregates)
+
+
+def _fingerprint(schema: pa.Schema) -> str:
+    return json.dumps([[f.name, str(f.type), f.nullable] for f in schema])
+
+
+def _configuration(role: str, schema: pa.Schema) -> dict[str, str]:
+    keys, aggregates = split_pane_schema(schema)
+    return {CONF_FORMAT: FORMAT_VERSION, CONF_TABLE: role,
+            CONF_KEYS: json.dumps([f.name for f in keys]),
+            CONF_AGGREGATES: json.dumps([f.name for f in aggregates]),
+            CONF_SCHEMA: _fingerprint(schema)}
+
+
+def recorded_pane_schema(table: DeltaTable) -> str | None:
+    """The pane-schema fingerprint recorded in ``table`` (None: not a spark-windowing table)."""
+    return table.metadata().configuration.get(CONF_SCHEMA)
+
+
+def open_table(uri: str) -> DeltaTable | None:
+    """The Delta table at ``uri``, or None when there is none."""
+    try:
+        return DeltaTable(uri)
+    except TableNotFoundError:
+        return None
+
+
+def ensure_pane_table(root: str, role: str, schema: pa.Schema) -> DeltaTable:
+    """Open ``root/role``, creating it for ``schema`` if missing; the recorded schema must match.
+
+    ``schema`` is a table pane schema (:func:`table_pane_schema`). Raises ``ValueError`` naming the
+    table, the recorded and the new columns when the table holds another pane schema.
+    """
+    uri = table_uri(root, role)
+    table = open_table(uri)
+    if table is None:
+        DeltaTable.create(uri, schema, mode="ignore", name=f"panes_{role}",
+                          description=_DESCRIPTIONS[role], configuration=_configuration(role, schema),
+                          raise_if_key_not_exists=False)
+        table = DeltaTable(uri)
+    recorded = recorded_pane_schema(table)
+    if recorded is None:
+        raise ValueError(f"{uri} is a Delta table but not a spark-windowing pane table "
+                         f"(no {CONF_SCHEMA} in its configuration); choose another sink path")
+    if recorded != _fingerprint(schema):
+        raise ValueError(
+            f"pane table {uri} holds another pane schema; a sink path keeps one schema for life.\n"
+            f"  table columns:     {_describe(json.loads(recorded))}\n"
+            f"  DataFrame columns: {_describe(json.loads(_fingerprint(schema)))}\n"
+            "Write to a new path (or delete the old tables) after changing keys or aggregates.")
+    return table
+
+
+def _describe(fields: list[list]) -> str:
+    return ", ".join(f"{n} {t}{'' if nullable else ' not null'}" for n, t, nullable in fields)
+
+
+# --------------------------------------------------------------------------- data files
+
+def sort_columns(schema: pa.Schema) -> list[str]:
+    """The order rows are sorted in within a data file: window_start, window_end, then the keys.
+
+    Only key columns of orderable (non-nested) types take part.
+    """
+    keys, _ = split_pane_schema(schema)
+    orderable = [f.name for f in keys if not pa.types.is_nested(f.type)]
+    return [f.name for f in WINDOW_FIELDS] + orderable
+
+
+def write_data_file(root: str, table: str, rows: pa.Table, *, sort_by: Sequence[str],
+                    name_hint: str) -> DataFile:
+    """Sort ``rows`` by ``sort_by`` and write them as one Parquet file into ``root/table``."""
+    if sort_by:
+        rows = rows.sort_by([(c, "ascending") for c in sort_by])
+    rel = f"part-{name_hint}-{uuid.uuid4().hex}.zstd.parquet"
+    fs, base = filesystem(root)
+    fs.create_dir(f"{base}/{table}", recursive=True)
+    path = f"{base}/{table}/{rel}"
+    with fs.open_output_stream(path) as sink:
+        pq.write_table(rows, sink, compression="zstd", row_group_size=128 * 1024)
+    size = fs.get_file_info(path).size
+    return DataFile(table=table, path=rel, size=size, num_rows=rows.num_rows, stats=file_stats(rows))
+
+
+def add_action(data_file: DataFile) -> AddAction:
+    return AddAction(path=data_file.path, size=data_file.size, partition_values={},
+                     modification_time=int(time.time() * 1000), data_change=True,
+                     stats=data_file.stats)
+
+
+def file_stats(rows: pa.Table) -> str:
+    """Delta ``add.stats`` JSON: numRecords, nullCount, and exact min/max for ints, strings, dates
+    and UTC timestamps (timestamps at millisecond precision as Delta writes them: min rounded down,
+    max rounded up, so the bounds always hold).
+    """
+    mins: dict[str, object] = {}
+    maxs: dict[str, object] = {}
+    nulls: dict[str, int] = {}
+    for field, column in zip(rows.schema, rows.columns):
+        if pa.types.is_nested(field.type):
+            continue
+        nulls[field.name] = column.null_count
+        bounds = _bounds(field.type, column)
+        if bounds is not None:
+            mins[field.name], maxs[field.name] = bounds
+    return json.dumps({"numRecords": rows.num_rows, "minValues": mins, "maxValues": maxs,
+                       "nullCount": nulls}, separators=(",", ":"))
+
+
+def _bounds(arrow_type: pa.DataType, column: pa.ChunkedArray) -> tuple[object, object] | None:
+    if column.null_count == len(column):
+        return None
+    t = pa.types
+    if not (t.is_integer(arrow_type) or t.is_string(arrow_type) or t.is_large_string(arrow_type)
+            or t.is_date(arrow_type) or (t.is_timestamp(arrow_type) and arrow_type.tz is not None)):
+        return None
+    mm = pc.min_max(column)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if t.is_timestamp(arrow_type):
+        lo_us = pc.cast(mm["min"], pa.int64()).as_py()
+        hi_us = pc.cast(mm["max"], pa.int64()).as_py()
+        return _delta_millis(math.floor(lo_us / 1000)), _delta_millis(math.ceil(hi_us / 1000))
+    if t.is_date(arrow_type):
+        return lo.isoformat(), hi.isoformat()
+    return lo, hi
+
+
+def _delta_millis(millis: int) -> str:
+    dt = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis % 1000:03d}Z"
+
+
+def read_files(root: str, table: str, relative_paths: Sequence[str], *,
+               columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Stream the record batches of uncommitted data files of ``root/table``."""
+    fs, base = filesystem(root)
+    for rel in relative_paths:
+        parquet = pq.ParquetFile(f"{base}/{table}/{rel}", filesystem=fs)
+        yield from parquet.iter_batches(columns=columns, batch_size=64 * 1024)

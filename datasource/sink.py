@@ -1,0 +1,380 @@
+"""The pane sink: ``panes.writeStream.format("windowed").option("path", P)`` -> three Delta tables.
+
+>>> (panes.writeStream.format("windowed")                      # doctest: +SKIP
+...       .option("path", "/lake/panes/clicks")
+...       .option("checkpointLocation", "/lake/_chk/clicks")
+...       .start())
+
+Tables (written with the ``deltalake`` package; no JVM Delta jars needed):
+
+* ``P/triggers``    every ``TRIGGER`` row, appended.
+* ``P/retractions`` every ``RETRACTION`` row, appended.
+* ``P/current``     one row per key and window: the latest ``TRIGGER``, retractions applied
+  (what a dashboard reads). Per micro-batch: a key+window with a ``TRIGGER`` in the batch is
+  upserted with it; a key+window with only ``RETRACTION`` rows in the batch (a session window
+  merged away) is deleted. A batch holds at most one ``TRIGGER`` per key and window (the
+  operator fires at most once per key, window and micro-batch); the sink checks this within each
+  Spark task and the Delta merge rejects it across tasks.
+
+Options (case-insensitive):
+
+* ``path`` (required): the root ``P`` (local path or a URI that ``deltalake`` and ``pyarrow.fs``
+  both resolve, credentials from the environment).
+* ``appId``: the Delta app-transaction id. Default ``spark-windowing-sink-<query id>``, the
+  streaming query id Spark keeps in the checkpoint, so a restart from the checkpoint finds its
+  own commits while a query started afresh (new checkpoint) never skips anything. Set it only to
+  keep the id across a checkpoint change, knowing that batch ids restart at 0 then.
+* ``maxRowsPerFile`` (default 500000): rows per Parquet data file (and the rows a task buffers
+  per table before it sorts and writes them).
+
+Layout: no partitioning (panes are small and queried by window time and by key, and partition
+columns would multiply small files per micro-batch); each data file of ``triggers`` and
+``retractions`` is sorted by ``window_start, window_end, <keys>`` and carries exact min/max
+statistics, so Delta readers (Spark with the Delta jars, delta-rs, DuckDB) skip files by window
+time. ``current`` is rewritten by Delta MERGE, file by file, as panes replace each other. Run
+``DeltaTable(P/<table>).optimize.compact()`` and ``.vacuum()`` from time to time, as for any Delta
+table fed by a stream.
+
+Exactly once per micro-batch (``batchId``):
+
+1. ``write()`` (executors): each task sorts and writes its rows as Parquet files straight into
+   ``P/triggers`` and ``P/retractions`` (not yet part of any table version), plus, when some
+   key+window of the task has only retractions, a small file of those key+windows under
+   ``P/_staging``; it returns the file list as its commit message.
+2. ``commit(messages, batchId)`` (driver), table by table: ``triggers`` and ``retractions`` get one
+   ``create_write_transaction`` each with the files' add actions; ``current`` one MERGE whose source
+   streams the batch's trigger files and the retraction-only key+windows (never the whole batch in
+   driver memory). Each commit carries ``Transaction(appId, version=batchId)``; a table whose
+   ``transaction_version(appId) >= batchId`` already holds this batch and is skipped.
+3. Files of skipped tables (a replay) and the staging files are deleted afterwards.
+
+A crash anywhere leaves each table either with or without the batch, never half of it (a Delta
+commit is atomic). Spark replays an unfinished batch with the same offsets and ``batchId``; the
+tables that hold it skip, the others commit. Files of an interrupted attempt are never committed
+(``vacuum`` removes them).
+
+The schema is checked when the writer is created on the driver, before any task of the first
+micro-batch runs: a DataFrame that is not a pane schema, or a pane schema other than the one
+recorded in existing tables, fails the query with a message saying why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from datasource import _delta
+from datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
+from datasource._types import spark_to_arrow_schema
+from spark_windowing.errors import OptionError
+from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema
+
+__all__ = ["PaneStreamWriter", "PaneFilesMessage", "SinkOptions", "DEFAULT_MAX_ROWS_PER_FILE"]
+
+DEFAULT_MAX_ROWS_PER_FILE = 500_000
+APP_ID_PREFIX = "spark-windowing-sink-"
+_QUERY_ID_PROPERTY = "sql.streaming.queryId"   # task-local properties Spark sets for a stream batch
+_BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """The sink's options, parsed once on the driver."""
+
+    root: str
+    app_id: str | None = None
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+        opts = {k.lower(): v for k, v in options.items()}
+        path = opts.get("path")
+        if not path or not path.strip():
+            raise OptionError("path", path, "the root directory or URI of the pane tables, "
+                              "e.g. .option('path', '/lake/panes/clicks')", why="required by the windowed sink")
+        app_id = opts.get("appid")
+        if app_id is not None and not app_id.strip():
+            raise OptionError("appId", app_id, "a non-empty string", why="empty")
+        raw_rows = opts.get("maxrowsperfile", str(DEFAULT_MAX_ROWS_PER_FILE))
+        try:
+            max_rows = int(raw_rows)
+        except ValueError:
+            max_rows = 0
+        if max_rows <= 0:
+            raise OptionError("maxRowsPerFile", raw_rows, "a positive integer", why="not a positive integer")
+        return cls(root=_delta.normalize_root(path), app_id=app_id.strip() if app_id else None,
+                   max_rows_per_file=max_rows)
+
+
+@dataclass
+class PaneFilesMessage(WriterCommitMessage):
+    """What one task wrote: uncommitted data files and staged retraction-only key+windows."""
+
+    query_id: str | None
+    batch_id: int | None
+    files: tuple[DataFile, ...] = ()
+    deletes: tuple[str, ...] = ()      # Parquet files under P/_staging: key + window columns
+
+
+class PaneStreamWriter(DataSourceStreamArrowWriter):
+    """The ``windowed`` stream writer (see the module docstring)."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        self.options = SinkOptions.parse(options)
+        if overwrite:
+            raise ValueError("the windowed sink appends panes; use outputMode('append') "
+                             "(the 'current' table already holds the latest pane per key and window)")
+        try:
+            self.schema = _delta.table_pane_schema(spark_to_arrow_schema(schema))
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"writeStream.format('windowed') writes pane rows only: {exc}. "
+                             f"DataFrame columns: {schema.simpleString()}") from None
+        for table in TABLES:
+            _delta.ensure_pane_table(self.options.root, table, self.schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
+        return _TaskWriter(self.options, self.schema).run(iterator)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        written = _written(messages)
+        if written:
+            _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written)).run()
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        _discard(self.options.root, _written(messages))
+
+    def _app_id(self, messages: Sequence[PaneFilesMessage]) -> str:
+        if self.options.app_id:
+            return self.options.app_id
+        query_ids = {m.query_id for m in messages}
+        if len(query_ids) != 1 or None in query_ids:
+            raise RuntimeError(f"windowed sink: cannot tell the streaming query id (got {query_ids}); "
+                               "set .option('appId', ...) when writing outside a streaming query")
+        return APP_ID_PREFIX + query_ids.pop()
+
+
+def _written(messages: Iterable[WriterCommitMessage | None]) -> list[PaneFilesMessage]:
+    return [m for m in messages if isinstance(m, PaneFilesMessage) and (m.files or m.deletes)]
+
+
+def _discard(root: str, messages: Sequence[PaneFilesMessage]) -> None:
+    for table in (TRIGGERS, RETRACTIONS):
+        _delta.delete_files(f"{root}/{table}", [f.path for m in messages for f in m.files if f.table == table])
+    _delta.delete_files(f"{root}/{STAGING}", [p for m in messages for p in m.deletes])
+
+
+# --------------------------------------------------------------------------- executor side
+
+def _task_context() -> tuple[str | None, int | None, str]:
+    """(query id, batch id, file-name hint) of the running Spark task, if any."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return None, None, "local"
+    batch = ctx.getLocalProperty(_BATCH_ID_PROPERTY)
+    batch_id = int(batch) if batch is not None else None
+    hint = f"b{batch_id if batch_id is not None else 'x'}-p{ctx.partitionId()}-a{ctx.attemptNumber()}"
+    return ctx.getLocalProperty(_QUERY_ID_PROPERTY), batch_id, hint
+
+
+@dataclass
+class _TaskWriter:
+    """Writes one task's pane rows; keeps at most ``max_rows_per_file`` rows per table in memory,
+    plus the key+window columns of the task (for the retraction-only check)."""
+
+    options: SinkOptions
+    schema: pa.Schema
+    buffers: dict[str, list[pa.RecordBatch]] = field(default_factory=lambda: {TRIGGERS: [], RETRACTIONS: []})
+    keys: dict[str, list[pa.RecordBatch]] = field(default_factory=lambda: {TRIGGERS: [], RETRACTIONS: []})
+    files: list[DataFile] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+
+    def run(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
+        query_id, batch_id, self.hint = _task_context()
+        key_columns = _key_window_columns(self.schema)
+        try:
+            for batch in iterator:
+                batch = _conform(batch, self.schema)
+                for table, rows in _split_by_kind(batch).items():
+                    if rows.num_rows:
+                        self.buffers[table].append(rows)
+                        self.keys[table].append(rows.select(key_columns))
+                        self._flush(table, full_only=True)
+            for table in (TRIGGERS, RETRACTIONS):
+                self._flush(table, full_only=False)
+            self._stage_retraction_only(key_columns)
+        except BaseException:
+            _discard(self.options.root, [PaneFilesMessage(None, None, tuple(self.files), tuple(self.deletes))])
+            raise
+        return PaneFilesMessage(query_id, batch_id, tuple(self.files), tuple(self.deletes))
+
+    def _flush(self, table: str, *, full_only: bool) -> None:
+        buffered = sum(b.num_rows for b in self.buffers[table])
+        if buffered == 0 or (full_only and buffered < self.options.max_rows_per_file):
+            return
+        rows = pa.Table.from_batches(self.buffers[table], schema=self.schema)
+        self.buffers[table] = []
+        root = self.options.root
+        for start in range(0, rows.num_rows, self.options.max_rows_per_file):
+            chunk = rows.slice(start, self.options.max_rows_per_file)
+            self.files.append(_delta.write_data_file(root, table, chunk, name_hint=self.hint,
+                                                     sort_by=_delta.sort_columns(self.schema)))
+
+    def _stage_retraction_only(self, key_columns: list[str]) -> None:
+        triggers = _distinct(self.keys[TRIGGERS], key_columns, self.schema, check_unique=True)
+        retractions = _distinct(self.keys[RETRACTIONS], key_columns, self.schema, check_unique=False)
+        if retractions.num_rows == 0:
+            return
+        only = retractions if triggers.num_rows == 0 else retractions.join(
+            triggers, keys=key_columns, join_type="left anti")
+        if only.num_rows:
+            data_file = _delta.write_data_file(self.options.root, STAGING, only, name_hint=self.hint,
+                                               sort_by=_delta.sort_columns(self.schema))
+            self.deletes.append(data_file.path)
+
+
+def _key_window_columns(schema: pa.Schema) -> list[str]:
+    keys, _ = split_pane_schema(schema)
+    return [f.name for f in keys] + [f.name for f in WINDOW_FIELDS]
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` in the table's types (timestamps to UTC); nulls in non-nullable columns and in
+    key columns are errors."""
+    keys, _ = split_pane_schema(schema)
+    key_names = {f.name for f in keys}
+    for f in schema:
+        if (not f.nullable or f.name in key_names) and batch.column(f.name).null_count:
+            raise ValueError(f"windowed sink: column {f.name!r} holds null in a pane row; "
+                             "pane rows have non-null keys, windows and pane metadata")
+    return batch.cast(schema)
+
+
+def _split_by_kind(batch: pa.RecordBatch) -> dict[str, pa.RecordBatch]:
+    kind = batch.column("kind")
+    is_trigger = pc.equal(kind, KIND_TRIGGER)
+    is_retraction = pc.equal(kind, KIND_RETRACTION)
+    unknown = pc.invert(pc.or_(is_trigger, is_retraction))
+    if pc.any(unknown).as_py():
+        bad = pc.filter(kind, unknown)[0].as_py()
+        raise ValueError(f"windowed sink: column 'kind' = {bad!r}; accepted: {KIND_TRIGGER!r}, {KIND_RETRACTION!r}")
+    return {TRIGGERS: batch.filter(is_trigger), RETRACTIONS: batch.filter(is_retraction)}
+
+
+def _distinct(batches: list[pa.RecordBatch], columns: list[str], schema: pa.Schema, *,
+              check_unique: bool) -> pa.Table:
+    if not batches:
+        return pa.schema([schema.field(c) for c in columns]).empty_table()
+    counted = pa.Table.from_batches(batches).group_by(columns, use_threads=False).aggregate([([], "count_all")])
+    if check_unique and counted.num_rows and pc.max(counted["count_all"]).as_py() > 1:
+        dup = counted.filter(pc.greater(counted["count_all"], 1)).slice(0, 1).to_pylist()[0]
+        raise ValueError(f"windowed sink: {dup.pop('count_all')} TRIGGER rows for one key and window in "
+                         f"one micro-batch ({dup}); a batch holds at most one pane per key and window")
+    return counted.select(columns)
+
+
+# --------------------------------------------------------------------------- driver side
+
+@dataclass
+class _BatchCommit:
+    """The driver's commit of one micro-batch into the three tables (see the module docstring)."""
+
+    options: SinkOptions
+    schema: pa.Schema
+    messages: Sequence[PaneFilesMessage]
+    batch_id: int
+    app_id: str
+
+    def run(self) -> None:
+        root = self.options.root
+        files = [f for m in self.messages for f in m.files]
+        staged = [p for m in self.messages for p in m.deletes]
+        replayed: dict[str, list[str]] = {}
+        for table in (TRIGGERS, RETRACTIONS):
+            mine = [f for f in files if f.table == table]
+            if not self._append(table, mine):
+                replayed[table] = [f.path for f in mine]
+        self._merge_current([f.path for f in files if f.table == TRIGGERS], staged)
+        for table, paths in replayed.items():
+            _delta.delete_files(f"{root}/{table}", paths)
+        _delta.delete_files(f"{root}/{STAGING}", staged)
+
+    def _open(self, table: str) -> tuple[DeltaTable, bool]:
+        """The table and whether it already holds this batch."""
+        dt = DeltaTable(_delta.table_uri(self.options.root, table))
+        done = dt.transaction_version(self.app_id)
+        return dt, done is not None and done >= self.batch_id
+
+    def _commit_properties(self) -> CommitProperties:
+        return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
+                                custom_metadata={"spark_windowing.batchId": self.batch_id})
+
+    def _append(self, table: str, files: Sequence[DataFile]) -> bool:
+        """Commit ``files`` to ``table``; False when the table already holds the batch."""
+        dt, done = self._open(table)
+        if done:
+            return False
+        if files:
+            dt.create_write_transaction([_delta.add_action(f) for f in files], mode="append",
+                                        schema=dt.schema(), commit_properties=self._commit_properties())
+        return True
+
+    def _merge_current(self, trigger_paths: list[str], staged: list[str]) -> None:
+        dt, done = self._open(CURRENT)
+        if done:
+            return
+        deletes = self._retraction_only(trigger_paths, staged)
+        if not trigger_paths and deletes.num_rows == 0:
+            return
+        source_schema = pa.schema([f.with_nullable(True) for f in self.schema])
+        source = pa.RecordBatchReader.from_batches(
+            source_schema, self._source_batches(source_schema, trigger_paths, deletes))
+        on = " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in _key_window_columns(self.schema))
+        trigger, retraction = f"s.kind = '{KIND_TRIGGER}'", f"s.kind = '{KIND_RETRACTION}'"
+        (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
+                  commit_properties=self._commit_properties())
+           .when_matched_update_all(predicate=trigger)
+           .when_matched_delete(predicate=retraction)
+           .when_not_matched_insert_all(predicate=trigger)
+           .execute())
+
+    def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
+                        deletes: pa.Table) -> Iterator[pa.RecordBatch]:
+        for batch in _delta.read_files(self.options.root, TRIGGERS, trigger_paths):
+            yield batch.cast(schema)
+        for batch in deletes.to_batches():
+            n = batch.num_rows
+            columns = [batch.column(f.name) if f.name in deletes.column_names
+                       else pa.array([KIND_RETRACTION] * n, f.type) if f.name == "kind"
+                       else pa.nulls(n, f.type) for f in schema]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def _retraction_only(self, trigger_paths: list[str], staged: list[str]) -> pa.Table:
+        """The staged retraction-only key+windows that have no TRIGGER in any task of the batch.
+
+        Each task already dropped those with a trigger in the same task; here the batch's trigger
+        files are streamed (key columns only) to drop those with a trigger in another task.
+        Memory: the staged key+windows, one record batch of trigger keys at a time.
+        """
+        columns = _key_window_columns(self.schema)
+        key_schema = pa.schema([self.schema.field(c) for c in columns])
+        staged_batches = list(_delta.read_files(self.options.root, STAGING, staged))
+        if not staged_batches:
+            return key_schema.empty_table()
+        candidates = _distinct(staged_batches, columns, self.schema, check_unique=False)
+        for batch in _delta.read_files(self.options.root, TRIGGERS, trigger_paths, columns=columns):
+            candidates = candidates.join(pa.Table.from_batches([batch]), keys=columns, join_type="left anti")
+            if candidates.num_rows == 0:
+                break
+        return candidates
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
