@@ -1,0 +1,76 @@
+"""Helpers for the Spark tests: run a windowed query to completion and read what it produced."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from datetime import datetime, timezone
+
+import pyarrow as pa
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def run_panes(spark, options: dict[str, str], checkpoint: str) -> pa.Table:
+    """Run ``readStream.format("windowed")`` with availableNow into a memory sink; return all panes."""
+    name = "q_" + uuid.uuid4().hex[:8]
+    reader = spark.readStream.format("windowed")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    q = (reader.load().writeStream.format("memory").queryName(name)
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive, "query did not finish in time"
+    assert q.exception() is None, q.exception()
+    return spark.table(name).toArrow()
+
+
+def micros(v) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=timezone.utc)
+        delta = v - _EPOCH
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return v
+
+
+def rows(table: pa.Table, drop: tuple[str, ...] = ()) -> list[dict]:
+    """Pane rows as dicts with timestamps as µs ints, minus ``drop`` columns, in a canonical order."""
+    out = []
+    for r in table.to_pylist():
+        d = {k: micros(v) for k, v in r.items() if k not in drop}
+        for k, v in d.items():
+            if isinstance(v, list):
+                d[k] = sorted(v)
+        out.append(d)
+    return sorted(out, key=lambda d: json.dumps(d, sort_keys=True, default=str))
+
+
+def offsets(checkpoint: str) -> list[tuple[dict, dict]]:
+    """(start, end) offsets of every micro-batch from Spark's offset log."""
+    d = os.path.join(checkpoint, "offsets")
+    ends = {}
+    for name in os.listdir(d):
+        if name.isdigit():
+            with open(os.path.join(d, name)) as f:
+                lines = f.read().splitlines()
+            ends[int(name)] = json.loads(lines[2])
+    out, prev = [], None
+    for b in sorted(ends):
+        out.append((prev, ends[b]))
+        prev = ends[b]
+    return out
+
+
+def run_noop(spark, options: dict[str, str], checkpoint: str) -> None:
+    """Run (or resume) a windowed query with availableNow into the noop sink."""
+    reader = spark.readStream.format("windowed")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    q = (reader.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
+         .trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive and q.exception() is None, q.exception()
