@@ -1,0 +1,101 @@
+"""Idempotent replay and time progress of the windowed source, on real Spark processes."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import write_deltalake
+
+from tests.spark._helpers import micros, rows
+from tests.spark.test_source import SEC, T0, _ts
+
+pytestmark = pytest.mark.spark
+JOB = os.path.join(os.path.dirname(__file__), "_replay_job.py")
+
+
+def _write_events(path: str, versions: int, seed: int = 11) -> None:
+    rnd = random.Random(seed)
+    schema = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
+    for b in range(versions):
+        n = 20
+        table = pa.table({"k": [f"k{rnd.randrange(5)}" for _ in range(n)],
+                          "ts": [_ts(T0 + b * 2 * SEC + rnd.randrange(-3 * SEC, 3 * SEC)) for _ in range(n)],
+                          "v": [rnd.randrange(100) for _ in range(n)]}, schema=schema)
+        write_deltalake(path, table, mode="append")
+
+
+def _run(tmp, name: str, kill_after: float | None) -> int:
+    """Start the job; kill -9 it after ``kill_after`` seconds unless it ended. Return exit code."""
+    proc = subprocess.Popen([sys.executable, JOB, str(tmp / "events"), str(tmp / f"{name}_state"),
+                             str(tmp / f"{name}_chk"), str(tmp / f"{name}_out")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return proc.wait(timeout=kill_after if kill_after is not None else 300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the python driver and its JVM, no clean-up at all
+        proc.wait()
+        return -9
+
+
+def _panes(path) -> list[dict]:
+    table = pq.read_table(str(path))
+    return rows(table.select(sorted(table.column_names)), drop=("batch_time",))
+
+
+def test_kill_9_and_restart_gives_the_panes_of_an_uninterrupted_run(tmp_path):
+    _write_events(str(tmp_path / "events"), versions=14)
+    assert _run(tmp_path, "clean", None) == 0
+    rnd = random.Random(5)
+    kills = 0
+    for attempt in range(8):
+        code = _run(tmp_path, "crash", rnd.uniform(6.0, 13.0) if kills < 3 else None)
+        if code == 0:
+            break
+        assert code == -9
+        kills += 1
+    assert code == 0 and kills >= 2, f"kills={kills}"
+    clean, crashed = _panes(tmp_path / "clean_out"), _panes(tmp_path / "crash_out")
+    assert len(clean) > 20
+    assert {"TRIGGER", "RETRACTION"} <= {r["kind"] for r in clean}
+    assert crashed == clean
+
+
+def test_on_time_pane_within_two_trigger_intervals_without_new_input(spark, tmp_path):
+    schema = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
+    write_deltalake(str(tmp_path / "events"), pa.table(
+        {"k": ["a", "a", "a"], "ts": [_ts(T0 + SEC), _ts(T0 + 2 * SEC), _ts(T0 + 15 * SEC)], "v": [1, 2, 3]},
+        schema=schema))
+    interval_s = 2
+    q = (spark.readStream.format("windowed").option("source", "delta").option("path", str(tmp_path / "events"))
+         .option("timestampColumn", "ts").option("keyColumns", "k").option("window", "tumbling(10 seconds)")
+         .option("aggregate", "sum(v) AS total").option("stateLocation", str(tmp_path / "state")).load()
+         .writeStream.format("memory").queryName("ontime").option("checkpointLocation", str(tmp_path / "chk"))
+         .trigger(processingTime=f"{interval_s} seconds").start())
+    try:
+        deadline = time.time() + 90
+        on_time = []
+        while time.time() < deadline and not on_time:
+            time.sleep(0.2)
+            on_time = [r for r in spark.table("ontime").collect() if r["pane_timing"] == "ON_TIME"]
+        assert on_time, "no ON_TIME pane"
+        progress = {p["batchId"]: p for p in q.recentProgress}
+    finally:
+        q.stop()
+    assert on_time[0]["total"] == 3 and micros(on_time[0]["window_start"]) == T0
+    data_batch = min(b for b, p in progress.items() if p["numInputRows"] is not None)
+    first = progress[data_batch]
+    pane_batch = progress[on_time[0]["batch_seq"] - 1]  # batch_seq counts from 1, batchId from 0
+    assert pane_batch["batchId"] > first["batchId"], "the ON_TIME pane needs the watermark of the data batch"
+    from datetime import datetime
+    t_data_done = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp() + \
+        first["durationMs"]["triggerExecution"] / 1000
+    t_pane = datetime.fromisoformat(pane_batch["timestamp"].replace("Z", "+00:00")).timestamp()
+    assert t_pane - t_data_done <= 2 * interval_s, (t_pane - t_data_done)
