@@ -228,12 +228,12 @@ def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: s
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"column {s.column!r} is not an upstream column {schema.names}")
             t = schema.field(s.column).type
-            if s.func in ("sum", "avg") and not _numeric(t):
+            if s.func in ("sum", "avg") and not (_numeric(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs a numeric column, {s.column!r} is {t}")
             if pa.types.is_decimal(t):
                 t = pa.float64()
-            if s.func in ("min", "max") and not _orderable(t):
+            if s.func in ("min", "max") and not (_orderable(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs an orderable column, {s.column!r} is {t}")
         bound.append(BoundAggregate(s, i, t, custom))

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -36,6 +37,7 @@ from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE, Ctx
 
 TIMINGS = np.array([TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE], dtype=object)
+_TIMING_ARRAY = pa.array(TIMINGS.tolist(), pa.string())
 _EARLY, _ON_TIME, _LATE = 0, 1, 2
 _NOKEY = "__nokey"
 _I64_MAX = np.iinfo(np.int64).max
@@ -138,6 +140,29 @@ class WindowedOperator:
                 layout[f"lo:{j}"] = (object, None)
         self.layout = layout
         self.cols = {name: np.empty(0, dtype=dt) for name, (dt, _) in layout.items()}
+
+    def retype_null_columns(self, schema: pa.Schema) -> None:
+        """Give input columns bound as type null (an all-null first batch) the type ``schema``
+        now has. Safe because no non-null value of them has been aggregated yet."""
+        assert self.input_schema is not None
+        changed = {f.name: schema.field(f.name).type for f in self.input_schema
+                   if pa.types.is_null(f.type) and f.name in schema.names
+                   and not pa.types.is_null(schema.field(f.name).type)}
+        if not changed:
+            return
+        self.input_schema = pa.schema([pa.field(f.name, changed.get(f.name, f.type)) for f in self.input_schema])
+        for i, a in enumerate(self.aggs):
+            if a.spec.column in changed:
+                new = agg.bind_aggregates((a.spec,), self.input_schema, self.spec.aggregate_text)[0]
+                new.index = a.index
+                self.aggs[i] = new
+                n = self.num_windows
+                for name, (dt, default) in new.state_columns().items():
+                    self.layout[name] = (dt, default)
+                    keep = name in self.cols and self.cols[name].dtype == np.dtype(dt)
+                    if not keep:
+                        self.cols[name] = (new.fresh_objects(n) if name.endswith(":o") else
+                                           np.zeros(n, dtype=dt) if default is None else np.full(n, default, dtype=dt))
 
     def key_fields(self) -> list[pa.Field]:
         assert self.input_schema is not None
@@ -332,24 +357,26 @@ class WindowedOperator:
 
     def _assign_fixed(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
-        """Row index per (element, window) pair, creating rows for new windows."""
+        """Row index per (element, window) pair, creating rows for new windows.
+
+        Fixed-size windows are identified by (key, start): both are hashed to dense ids, combined
+        into one int64 per pair and per state row, and matched with a hash index (no sorting).
+        """
         assert self.keys is not None
         n = self.num_windows
         kid_state, kid_pairs = _factorize([self.keys, pair_keys])
-        # unique (key, window) among the pairs
-        order = np.lexsort((we, ws, kid_pairs))
-        k_s, s_s, e_s = kid_pairs[order], ws[order], we[order]
-        first = np.ones(len(order), dtype=bool)
-        first[1:] = (k_s[1:] != k_s[:-1]) | (s_s[1:] != s_s[:-1]) | (e_s[1:] != e_s[:-1])
-        group_of_sorted = np.cumsum(first) - 1
-        group = np.empty(len(order), dtype=np.int64)
-        group[order] = group_of_sorted
-        gk, gs, ge = k_s[first], s_s[first], e_s[first]
-        rep = order[first]  # a pair index per group (for its key values)
-        row = _match_rows(kid_state, self.cols["ws"], self.cols["we"], gk, gs, ge)
+        ws_ids = pd.factorize(np.concatenate([self.cols["ws"], ws]))[0]
+        n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
+        comp_state = kid_state * n_ws + ws_ids[:n]
+        comp_pairs = kid_pairs * n_ws + ws_ids[n:]
+        group, uniques = pd.factorize(comp_pairs)
+        rep = np.full(len(uniques), -1, dtype=np.int64)
+        rep[group[::-1]] = np.arange(len(group))[::-1]  # first pair of each group
+        row = pd.Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
+            np.full(len(uniques), -1, dtype=np.int64)
         new = row < 0
         if new.any():
-            row[new] = self._append_rows(pair_keys.take(pa.array(rep[new])), gs[new], ge[new])
+            row[new] = self._append_rows(pair_keys.take(pa.array(rep[new])), ws[rep[new]], we[rep[new]])
         g = row[group]
         closed = np.zeros(len(g), dtype=bool)
         if n:
@@ -539,12 +566,12 @@ class WindowedOperator:
             arrays += [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
         wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
         arrays += [_ts_array(ws), _ts_array(np.minimum(we, GLOBAL_END)), *values,
-                   pa.array([kind] * n, pa.string()), pa.array(TIMINGS[timing].tolist(), pa.string()),
+                   pa.repeat(pa.scalar(kind, pa.string()), n), _TIMING_ARRAY.take(pa.array(timing, pa.int8())),
                    pa.array(index, pa.int64()), pa.array(final, pa.bool_()),
                    _ts_array(np.clip(pts, -62_135_596_800_000_000, GLOBAL_END)),
-                   pa.array([wm] * n, pa.int64()).cast(TIMESTAMP),
-                   pa.array([max(self.proc, 0) if self.proc > MIN_TIME else 0] * n, pa.int64()).cast(TIMESTAMP),
-                   pa.array([self.seq] * n, pa.int64())]
+                   pa.repeat(pa.scalar(wm, TIMESTAMP), n),
+                   pa.repeat(pa.scalar(max(self.proc, 0), TIMESTAMP), n),
+                   pa.repeat(pa.scalar(self.seq, pa.int64()), n)]
         return pa.Table.from_arrays(arrays, schema=self.pane_schema())
 
     def _assemble(self, parts: list[tuple[np.ndarray, pa.Table]]) -> pa.Table:
@@ -650,45 +677,24 @@ def _parse_iso(col: pa.Array) -> pa.Array:
 
 
 def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
-    """Dense integer ids for the rows of same-schema tables, consistent across them."""
+    """Dense integer ids for the rows of same-schema tables, consistent across them (hashing)."""
     sizes = [t.num_rows for t in tables]
-    total = sum(sizes)
-    if total == 0:
+    if sum(sizes) == 0:
         return [np.zeros(0, dtype=np.int64) for _ in tables]
-    combined = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
     ids = None
-    for name in combined.column_names:
-        col = combined.column(name).combine_chunks()
-        if pa.types.is_integer(col.type):
-            part = np.unique(col.to_numpy(zero_copy_only=False), return_inverse=True)[1].astype(np.int64)
+    for name in tables[0].column_names:
+        parts = [t.column(name) for t in tables]
+        col = pa.chunked_array([c for p in parts for c in p.chunks], type=parts[0].type).combine_chunks() \
+            if len(parts) > 1 else parts[0].combine_chunks()
+        if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_temporal(col.type):
+            values = col.to_numpy(zero_copy_only=False)
         else:
-            part = np.asarray(pc.dictionary_encode(col).indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        if ids is None:
-            ids = part
-        else:
-            ids = np.unique(ids * (int(part.max()) + 1) + part, return_inverse=True)[1].astype(np.int64)
+            values = col.to_numpy(zero_copy_only=False).astype(object)
+        part = pd.factorize(values)[0].astype(np.int64)
+        ids = part if ids is None else pd.factorize(ids * (int(part.max()) + 1) + part)[0].astype(np.int64)
     assert ids is not None
     out, pos = [], 0
     for s in sizes:
         out.append(ids[pos:pos + s])
         pos += s
-    return out
-
-
-def _match_rows(kid_state, ws_state, we_state, kid_q, ws_q, we_q) -> np.ndarray:
-    """For each query (key id, start, end) the state row with the same values, else -1."""
-    out = np.full(len(kid_q), -1, dtype=np.int64)
-    if len(kid_state) == 0 or len(kid_q) == 0:
-        return out
-    kid = np.concatenate([kid_state, kid_q])
-    ws = np.concatenate([ws_state, ws_q])
-    we = np.concatenate([we_state, we_q])
-    tag = np.concatenate([np.zeros(len(kid_state), np.int8), np.ones(len(kid_q), np.int8)])
-    ref = np.concatenate([np.arange(len(kid_state)), np.arange(len(kid_q))])
-    order = np.lexsort((tag, we, ws, kid))
-    k, s, e, t, r = kid[order], ws[order], we[order], tag[order], ref[order]
-    hit = np.zeros(len(order), dtype=bool)
-    hit[1:] = (t[1:] == 1) & (t[:-1] == 0) & (k[1:] == k[:-1]) & (s[1:] == s[:-1]) & (e[1:] == e[:-1])
-    idx = np.flatnonzero(hit)
-    out[r[idx]] = r[idx - 1]
     return out

@@ -72,6 +72,7 @@ class TestStream:
             self._proc = max(self._proc, int(processing_time) * self.unit)
         table = elements if isinstance(elements, pa.Table) else pa.Table.from_pylist(list(elements))
         if self.operator.bound and table.num_rows:
+            self.operator.retype_null_columns(table.schema)
             table = _conform(table, self.operator.input_schema)
         self._step(table)
 
