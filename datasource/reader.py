@@ -96,9 +96,12 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "max_event": None, "max_col": None, "last_input": None}
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """``maxFilesPerTrigger`` (files/Delta) or ``maxEventsPerBatch`` (any source; for files and
+        Delta whole files are taken, at least one per batch). With both, files are limited here
+        and events in ``latestOffset``."""
         if self.cfg.max_files_per_trigger and self.cfg.source != "generator":
             return ReadMaxFiles(self.cfg.max_files_per_trigger)
-        if self.cfg.max_events_per_batch and self.cfg.source == "generator":
+        if self.cfg.max_events_per_batch:
             return ReadMaxRows(self.cfg.max_events_per_batch)
         return ReadAllAvailable()
 
@@ -117,6 +120,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_col = _max([start.get("max_col")] + [r.get("max_col_us") for r in reports])
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        if isinstance(limit, ReadMaxFiles) and cfg.max_events_per_batch:
+            max_rows = cfg.max_events_per_batch
         up = upstream.latest_position(cfg, start["up"], max_files, max_rows)
         if self._target is not None and cfg.source != "generator":
             up = min(up, max(self._target, start["up"]))

@@ -88,21 +88,40 @@ def latest_position(cfg: SourceConfig, start: Any, max_files: int | None, max_ro
     if cfg.source == "delta":
         from deltalake import DeltaTable
         latest = DeltaTable(cfg.path).version()
-        if max_files is None or latest <= start:
+        if (max_files is None and max_rows is None) or latest <= start:
             return max(start, latest)
-        end, files = start, 0
+        end, files, rows = start, 0, 0
         while end < latest:
-            added = len(delta_added_files(cfg.path, end + 1))
-            if files and files + added > max_files:
+            added = delta_added_files(cfg.path, end + 1)
+            n = sum(_row_count(f) for f in added) if max_rows is not None else 0
+            if end > start and ((max_files is not None and files + len(added) > max_files)
+                                or (max_rows is not None and rows + n > max_rows)):
                 break
-            files += added
-            end += 1
+            files, rows, end = files + len(added), rows + n, end + 1
         return end
     manifest = update_manifest(cfg)
     end = len(manifest)
     if max_files is not None:
         end = min(end, start + max_files)
+    if max_rows is not None and end > start:
+        rows, stop = 0, start
+        while stop < end:
+            n = _row_count(manifest[stop], cfg.source)
+            if stop > start and rows + n > max_rows:
+                break
+            rows, stop = rows + n, stop + 1
+        end = stop
     return max(start, end)
+
+
+def _row_count(uri: str, source: str = "parquet") -> int:
+    """Rows in a file, from the parquet footer (cheap) or by reading json/csv."""
+    fs, path = storage.filesystem(uri)
+    if source in ("parquet", "delta"):
+        with fs.open_input_file(path) as f:
+            return pq.ParquetFile(f).metadata.num_rows
+    with fs.open_input_stream(path) as f:
+        return (pajson.read_json(f) if source == "json" else pacsv.read_csv(f)).num_rows
 
 
 def plan(cfg: SourceConfig, start: Any, end: Any) -> Any:
