@@ -359,13 +359,17 @@ class WindowedOperator:
                       ) -> tuple[np.ndarray, np.ndarray]:
         """Row index per (element, window) pair, creating rows for new windows.
 
-        Fixed-size windows are identified by (key, start): both are hashed to dense ids, combined
+        Windows are identified by (key, start) — or (key, start, end) where starts are shared
+        (cumulate) — hashed to dense ids, combined
         into one int64 per pair and per state row, and matched with a hash index (no sorting).
         """
         assert self.keys is not None
         n = self.num_windows
         kid_state, kid_pairs = _factorize([self.keys, pair_keys])
         ws_ids = pd.factorize(np.concatenate([self.cols["ws"], ws]))[0]
+        if self.spec.window.same_start:  # windows told apart by (start, end)
+            we_ids = pd.factorize(np.concatenate([self.cols["we"], we]))[0]
+            ws_ids = pd.factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
         n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
         comp_state = kid_state * n_ws + ws_ids[:n]
         comp_pairs = kid_pairs * n_ws + ws_ids[n:]

@@ -22,8 +22,9 @@ from spark_windowing._parse import Call, parse_call
 from spark_windowing._time import GLOBAL_END, GLOBAL_START, format_duration, parse_duration
 from spark_windowing.errors import OptionError
 
-WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset>]), session(<gap>), "
-                "session(gapColumn=<column>), global — sizes are durations such as '10 minutes'")
+WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset>]), "
+                "cumulate(<maxSize>, <step>[, <offset>]), session(<gap>), session(gapColumn=<column>), global "
+                "— sizes are durations such as '10 minutes'")
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class WindowFn:
     """Base of window specs. ``merging`` window functions (sessions) merge per key."""
 
     merging: ClassVar[bool] = False
+    same_start: ClassVar[bool] = False  # several windows of a key may share a start
 
     def assign(self, ts: np.ndarray, gap: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -89,6 +91,37 @@ class Sliding(WindowFn):
 
 
 @dataclass(frozen=True)
+class Cumulate(WindowFn):
+    """Flink's CUMULATE: within each period ``[s, s + max_size)`` (aligned to the epoch plus
+    ``offset``) the windows ``[s, s + step)``, ``[s, s + 2·step)`` … ``[s, s + max_size)``; an
+    element belongs to every one of them that ends after it. Windows share their start, so they are
+    told apart by (start, end)."""
+
+    max_size: int
+    step: int
+    offset: int = 0
+    same_start: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.max_size <= 0 or self.step <= 0:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="maxSize and step must be > 0")
+        if self.max_size % self.step:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="maxSize must be a multiple of step")
+
+    def assign(self, ts, gap=None):
+        k = self.max_size // self.step
+        start = (ts - self.offset) // self.max_size * self.max_size + self.offset
+        ends = start[:, None] + np.arange(1, k + 1, dtype=np.int64)[None, :] * self.step
+        keep = ends > ts[:, None]
+        idx = np.broadcast_to(np.arange(len(ts), dtype=np.int64)[:, None], ends.shape)[keep]
+        return idx, np.broadcast_to(start[:, None], ends.shape)[keep], ends[keep]
+
+    def spec(self) -> str:
+        return (f"cumulate({format_duration(self.max_size)}, {format_duration(self.step)}, "
+                f"{format_duration(self.offset)})")
+
+
+@dataclass(frozen=True)
 class Session(WindowFn):
     """Session windows: each element opens ``[t, t + gap)``; windows of a key that overlap or
     touch merge (as Spark's ``session_window`` and Flink do). ``gap_column`` gives a per-element gap."""
@@ -129,8 +162,8 @@ def _dur(arg, what: str, text: str, *, allow_zero=False) -> int:
     try:
         return parse_duration(arg, option="window", allow_zero=allow_zero)
     except OptionError as e:
-        raise OptionError("window", text, WINDOW_FORMS,
-                          why=f"{what} {arg!r} is not a duration ({e.why or 'unknown unit'})") from None
+        why = f"{what} {arg!r} {e.why}" if e.why else f"{what} {arg!r} is not a duration"
+        raise OptionError("window", text, WINDOW_FORMS, why=why) from None
 
 
 def parse_window(text: str) -> WindowFn:
@@ -155,6 +188,10 @@ def _build(call: Call, text: str) -> WindowFn:
         _nargs(call, text, 2, 3)
         return Sliding(_dur(call.args[0], "size", text), _dur(call.args[1], "slide", text),
                        _dur(call.args[2], "offset", text, allow_zero=True) if len(call.args) > 2 else 0)
+    if name == "cumulate":
+        _nargs(call, text, 2, 3)
+        return Cumulate(_dur(call.args[0], "maxSize", text), _dur(call.args[1], "step", text),
+                        _dur(call.args[2], "offset", text, allow_zero=True) if len(call.args) > 2 else 0)
     if name == "session":
         kw = {k.lower(): v for k, v in call.kwargs}
         if "gapcolumn" in kw and not call.args:
