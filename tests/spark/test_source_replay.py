@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
 
-from tests.spark._helpers import micros, rows
+from tests.spark._helpers import micros, offsets, rows
 from tests.spark.test_source import SEC, T0, _ts
 
 pytestmark = pytest.mark.spark
@@ -99,3 +99,33 @@ def test_on_time_pane_within_two_trigger_intervals_without_new_input(spark, tmp_
         first["durationMs"]["triggerExecution"] / 1000
     t_pane = datetime.fromisoformat(pane_batch["timestamp"].replace("Z", "+00:00")).timestamp()
     assert t_pane - t_data_done <= 2 * interval_s, (t_pane - t_data_done)
+
+
+def test_processing_time_firing_schedules_its_own_batch(spark, tmp_path):
+    """AfterProcessingTime(1 second): the EARLY pane comes in a later micro-batch with no new input."""
+    schema = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
+    write_deltalake(str(tmp_path / "events"), pa.table({"k": ["a", "b"], "ts": [_ts(T0), _ts(T0 + SEC)],
+                                                        "v": [1, 2]}, schema=schema))
+    q = (spark.readStream.format("windowed").option("source", "delta").option("path", str(tmp_path / "events"))
+         .option("timestampColumn", "ts").option("keyColumns", "k").option("window", "tumbling(1 hour)")
+         .option("trigger", "AfterWatermark(early=AfterProcessingTime(1 second))")
+         .option("aggregate", "sum(v) AS total").option("stateLocation", str(tmp_path / "state")).load()
+         .writeStream.format("memory").queryName("proc_time").option("checkpointLocation", str(tmp_path / "chk"))
+         .trigger(processingTime="500 milliseconds").start())
+    try:
+        deadline = time.time() + 60
+        early = []
+        while time.time() < deadline and len(early) < 2:
+            time.sleep(0.2)
+            early = [r for r in spark.table("proc_time").collect() if r["pane_timing"] == "EARLY"]
+        progress = list(q.recentProgress)
+    finally:
+        q.stop()
+    assert sorted((r["k"], r["total"]) for r in early) == [("a", 1), ("b", 2)]
+    by_seq = {end["seq"]: (start, end) for start, end in offsets(str(tmp_path / "chk"))}
+    for r in early:  # fired by a batch that read no new upstream data, >= 1 s after the data batch
+        start, end = by_seq[r["batch_seq"]]
+        assert start is not None and start["up"] == end["up"]
+        data_end = next(e for s, e in by_seq.values() if (s is None or s["up"] != e["up"]))
+        assert end["bt"] - data_end["bt"] >= SEC
+    assert progress
