@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -41,7 +42,8 @@ from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 
 __all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "FORMAT_VERSION", "DataFile",
            "normalize_root", "table_uri", "open_table", "ensure_pane_table", "table_pane_schema",
-           "recorded_pane_schema", "write_data_file", "add_action", "filesystem", "delete_files"]
+           "recorded_pane_schema", "write_data_file", "add_action", "filesystem", "delete_files",
+           "delete_stale_staging"]
 
 TRIGGERS, RETRACTIONS, CURRENT = "triggers", "retractions", "current"
 TABLES: tuple[str, ...] = (CURRENT, TRIGGERS, RETRACTIONS)
@@ -110,6 +112,24 @@ def delete_files(root: str, relative_paths: Sequence[str]) -> None:
             fs.delete_file(f"{base}/{rel}")
         except FileNotFoundError:
             pass
+
+
+def delete_stale_staging(root: str, batch_id: int) -> None:
+    """Delete the ``root/_staging`` files of micro-batches up to ``batch_id`` (attempts that died
+    before their commit). Staged files are named ``part-b<batchId>-...`` by the task that wrote
+    them; files without a batch id (written outside a stream) are left alone.
+    """
+    fs, base = filesystem(root)
+    selector = pafs.FileSelector(f"{base}/{STAGING}", allow_not_found=True)
+    stale = []
+    for info in fs.get_file_info(selector):
+        match = _STAGED_BATCH.match(info.base_name)
+        if match and int(match.group(1)) <= batch_id:
+            stale.append(info.base_name)
+    delete_files(f"{root}/{STAGING}", stale)
+
+
+_STAGED_BATCH = re.compile(r"part-b(\d+)-")
 
 
 # --------------------------------------------------------------------------- schema in the table

@@ -46,7 +46,10 @@ Exactly once per micro-batch (``batchId``):
    streams the batch's trigger files and the retraction-only key+windows (never the whole batch in
    driver memory). Each commit carries ``Transaction(appId, version=batchId)``; a table whose
    ``transaction_version(appId) >= batchId`` already holds this batch and is skipped.
-3. Files of skipped tables (a replay) and the staging files are deleted afterwards.
+3. Files of skipped tables (a replay) are deleted afterwards, and so are the staging files of
+   this batch and of earlier attempts that died before their commit.
+
+One streaming query writes one path (as with any Delta streaming sink).
 
 A crash anywhere leaves each table either with or without the batch, never half of it (a Delta
 commit is atomic). Spark replays an unfinished batch with the same offsets and ``batchId``; the
@@ -143,6 +146,9 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         written = _written(messages)
+        other = {m.batch_id for m in written} - {None, batchId}
+        if other:
+            raise RuntimeError(f"windowed sink: commit of batch {batchId} got files of batch(es) {sorted(other)}")
         if written:
             _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written)).run()
 
@@ -216,16 +222,18 @@ class _TaskWriter:
         return PaneFilesMessage(query_id, batch_id, tuple(self.files), tuple(self.deletes))
 
     def _flush(self, table: str, *, full_only: bool) -> None:
+        """Write the buffered rows of ``table`` as files of ``max_rows_per_file`` rows; with
+        ``full_only`` only full files, keeping the rest buffered."""
+        limit = self.options.max_rows_per_file
         buffered = sum(b.num_rows for b in self.buffers[table])
-        if buffered == 0 or (full_only and buffered < self.options.max_rows_per_file):
+        if buffered == 0 or (full_only and buffered < limit):
             return
         rows = pa.Table.from_batches(self.buffers[table], schema=self.schema)
-        self.buffers[table] = []
-        root = self.options.root
-        for start in range(0, rows.num_rows, self.options.max_rows_per_file):
-            chunk = rows.slice(start, self.options.max_rows_per_file)
-            self.files.append(_delta.write_data_file(root, table, chunk, name_hint=self.hint,
-                                                     sort_by=_delta.sort_columns(self.schema)))
+        end = buffered // limit * limit if full_only else buffered
+        for start in range(0, end, limit):
+            self.files.append(_delta.write_data_file(self.options.root, table, rows.slice(start, limit),
+                                                     name_hint=self.hint, sort_by=_delta.sort_columns(self.schema)))
+        self.buffers[table] = rows.slice(end).to_batches()
 
     def _stage_retraction_only(self, key_columns: list[str]) -> None:
         triggers = _distinct(self.keys[TRIGGERS], key_columns, self.schema, check_unique=True)
@@ -305,6 +313,7 @@ class _BatchCommit:
         for table, paths in replayed.items():
             _delta.delete_files(f"{root}/{table}", paths)
         _delta.delete_files(f"{root}/{STAGING}", staged)
+        _delta.delete_stale_staging(root, self.batch_id)
 
     def _open(self, table: str) -> tuple[DeltaTable, bool]:
         """The table and whether it already holds this batch."""

@@ -25,6 +25,7 @@ def main() -> int:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--batches", type=int, required=True)
     parser.add_argument("--keys", type=int, default=6)
+    parser.add_argument("--local-dir", default=None, help="spark.local.dir (scratch of killed runs)")
     args = parser.parse_args()
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -34,8 +35,12 @@ def main() -> int:
     import pane_source
     from sink_helpers import run_pipeline
 
-    spark = (SparkSession.builder.master("local[2]").appName("sink-crash-pipeline")
+    builder = SparkSession.builder
+    if args.local_dir:
+        builder = builder.config("spark.local.dir", args.local_dir)
+    spark = (builder.master("local[2]").appName("sink-crash-pipeline")
              .config("spark.ui.enabled", "false")
+             .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")   # quick JVM start
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.python.worker.reuse", "true")

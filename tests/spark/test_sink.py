@@ -8,15 +8,17 @@ reach exact crash points: a replayed batch, a crash between two table commits, a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 import pane_source
+from datasource._delta import file_stats
 from datasource._types import arrow_to_spark_schema
 from datasource.sink import PaneFilesMessage, PaneStreamWriter, SinkOptions, _BatchCommit
 from pane_source import ARROW_SCHEMA, expected_tables, simulate
@@ -232,3 +234,53 @@ def test_committed_tables_reference_every_file_they_keep(tmp_path):
     for t in ("triggers", "retractions"):
         assert data_files(tmp_path, t) == committed_files(tmp_path, t)
     assert not list((tmp_path / "_staging").glob("*.parquet"))
+
+
+def test_commit_removes_staging_left_by_dead_attempts_of_earlier_batches(tmp_path):
+    writer = _writer(tmp_path)
+    writer.commit([_write(writer, _batch_rows(0))], 0)
+    staging = tmp_path / "_staging"
+    staging.mkdir(exist_ok=True)
+    dead, future = staging / "part-b1-p0-a0-dead.zstd.parquet", staging / "part-b7-p0-a0-next.zstd.parquet"
+    dead.write_bytes(b"x")
+    future.write_bytes(b"x")
+
+    writer.commit([_write(writer, _batch_rows(1))], 1)
+
+    assert not dead.exists()
+    assert future.exists()
+
+
+def test_refuses_a_path_holding_a_foreign_delta_table(tmp_path):
+    write_deltalake(str(tmp_path / "current"), pa.table({"x": [1]}))
+
+    with pytest.raises(ValueError, match="current is a Delta table but not a spark-windowing pane table"):
+        _writer(tmp_path)
+
+
+def test_file_statistics_bound_the_data_for_delta_readers(tmp_path):
+    writer = _writer(tmp_path, maxRowsPerFile="4")
+    for b in range(6):
+        writer.commit([_write(writer, _batch_rows(b))], b)
+    triggers = DeltaTable(str(tmp_path / "triggers"))
+    stats = pa.table(triggers.get_add_actions(flatten=True))
+    assert stats.num_rows > 6 and pc.min(stats["num_records"]).as_py() >= 1
+    data = triggers.to_pyarrow_table()
+    starts = sorted(set(data["window_start"].to_pylist()))
+    queries = QueryBuilder().register("t", triggers)
+    for start in starts:
+        for key in ("u0", "s0"):
+            sql = (f"SELECT count(*) AS c FROM t WHERE window_start >= TIMESTAMP '{start:%Y-%m-%d %H:%M:%S}' "
+                   f"AND user_id = '{key}'")
+            expected = sum(1 for r in data.to_pylist() if r["window_start"] >= start and r["user_id"] == key)
+            assert queries.execute(sql).read_all()["c"][0].as_py() == expected, sql
+
+
+def test_file_stats_round_timestamp_bounds_outwards():
+    ts = pa.array([1_700_000_000_123_456, 1_700_000_000_999_001], pa.timestamp("us", tz="UTC"))
+    stats = json.loads(file_stats(pa.table({"t": ts, "k": ["b", "a"], "n": pa.array([3, None], pa.int64())})))
+
+    assert stats["numRecords"] == 2
+    assert stats["minValues"] == {"t": "2023-11-14T22:13:20.123Z", "k": "a", "n": 3}
+    assert stats["maxValues"] == {"t": "2023-11-14T22:13:21.000Z", "k": "b", "n": 3}
+    assert stats["nullCount"] == {"t": 0, "k": 0, "n": 1}
