@@ -1,0 +1,181 @@
+"""The examples run to completion and their outputs hold what they promise.
+
+Each example runs in-process on the test session (``main(argv, spark=spark)``) with a small
+``--conf spark.windowed.*`` override; the demo runs once more through ``spark-submit
+--properties-file`` to prove that ``spark.windowed.*`` properties reach ``format("windowed")``.
+The tables are checked with ``deltalake`` directly, independently of the Spark table reader.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable
+
+from datasource.progress import read_batch_report
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+KEY_WINDOW = ("window_start", "window_end")
+
+
+@pytest.fixture
+def example(monkeypatch):
+    """Import an example module by name (examples/ is a directory of scripts, not a package)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    return importlib.import_module
+
+
+def _table(path: Path) -> pa.Table:
+    return DeltaTable(str(path)).to_pyarrow_table()
+
+
+def _pane_tables(out) -> dict[str, pa.Table]:
+    return {name: _table(Path(out.table(name))) for name in ("triggers", "retractions", "current")}
+
+
+def _sorted_rows(table: pa.Table, keys: list[str]) -> list[dict]:
+    return sorted(table.to_pylist(), key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+def _expected_current(triggers: pa.Table, retractions: pa.Table, keys: list[str]) -> list[dict]:
+    """The sink's contract: per key and window the last TRIGGER (by batch, then pane index),
+    unless a later micro-batch only retracted it (a session merged away)."""
+    last: dict[tuple, dict] = {}
+    for row in triggers.to_pylist():
+        kw = tuple(row[k] for k in keys)
+        if kw not in last or (row["batch_seq"], row["pane_index"]) > (last[kw]["batch_seq"], last[kw]["pane_index"]):
+            last[kw] = row
+    retracted_in: dict[tuple, int] = {}
+    for row in retractions.to_pylist():
+        kw = tuple(row[k] for k in keys)
+        retracted_in[kw] = max(retracted_in.get(kw, -1), row["batch_seq"])
+    live = [row for kw, row in last.items() if retracted_in.get(kw, -1) <= row["batch_seq"]]
+    return sorted(live, key=lambda r: tuple(str(r[k]) for k in keys))
+
+
+def _assert_current_is_latest_trigger(tables: dict[str, pa.Table], key: str) -> int:
+    """``current`` == the latest TRIGGER per key and window; returns how many windows were
+    withdrawn (triggered, then only retracted)."""
+    keys = [key, *KEY_WINDOW]
+    current = tables["current"].select(tables["triggers"].column_names)
+    expected = _expected_current(tables["triggers"], tables["retractions"], keys)
+    assert current.num_rows == len(expected)
+    assert _sorted_rows(current, keys) == expected
+    fired = {tuple(r[k] for k in keys) for r in tables["triggers"].select(keys).to_pylist()}
+    return len(fired) - len(expected)
+
+
+def _timings(table: pa.Table) -> Counter:
+    return Counter(table.column("pane_timing").to_pylist())
+
+
+def test_demo_clickstream_sessions(spark, example, tmp_path, capsys):
+    demo = example("clickstream_sessions")
+    out = demo.main(["--output", str(tmp_path / "demo"),
+                     "--conf", "spark.windowed.totalEvents=800"], spark=spark)
+    printed = capsys.readouterr().out
+
+    tables = _pane_tables(out)
+    triggers, retractions = tables["triggers"], tables["retractions"]
+    assert {"EARLY", "ON_TIME"} <= set(_timings(triggers))
+    assert retractions.num_rows > 0
+    assert set(retractions.column("kind").to_pylist()) == {"RETRACTION"}
+    assert set(triggers.column("kind").to_pylist()) == {"TRIGGER"}
+    merged_away = _assert_current_is_latest_trigger(tables, "user_id")
+    assert merged_away > 0, "no session merged into another one"
+    late = _table(Path(out.late))
+    assert late.num_rows > 0 and late.column("reason").null_count == 0
+    assert os.path.getsize(out.timeline) > 10_000
+    assert "[clicks] batch 0 | events 200 |" in printed            # the progress listener's lines
+    assert "Sessions merged into a later, larger one" in printed and out.timeline in printed
+    assert not [k for k in spark.conf.getAll if k.startswith("spark.windowed.")], \
+        "the example left spark.windowed.* properties in the session"
+
+
+def test_iot_sensors_sliding_windows_and_late_table(spark, example, tmp_path, capsys):
+    iot = example("iot_sensors")
+    out = iot.main(["--output", str(tmp_path / "iot"),
+                    "--conf", "spark.windowed.totalEvents=800"], spark=spark)
+    printed = capsys.readouterr().out
+
+    tables = _pane_tables(out)
+    triggers = tables["triggers"]
+    assert triggers.num_rows > 0 and tables["retractions"].num_rows == 0   # accumulating
+    starts = pc.cast(triggers.column("window_start"), pa.int64()).to_numpy()
+    ends = pc.cast(triggers.column("window_end"), pa.int64()).to_numpy()
+    assert set(ends - starts) == {60_000_000} and set(starts % 20_000_000) == {0}
+    assert {"avg_temperature", "max_temperature", "min_temperature", "readings"} <= set(triggers.column_names)
+    _assert_current_is_latest_trigger(tables, "user_id")
+    late = _table(Path(out.late))
+    reasons = Counter(late.column("reason").to_pylist())
+    assert reasons["too_late"] > 0 and set(reasons) <= {"too_late", "closed", "malformed"}
+    assert "Dropped late and malformed events by reason" in printed and "too_late" in printed
+    assert os.path.exists(out.timeline)
+
+
+def test_orders_from_json_files_match_a_batch_aggregation(spark, example, tmp_path):
+    orders = example("orders_tumbling")
+    out = orders.main(["--output", str(tmp_path / "orders"),
+                       "--conf", "spark.windowed.maxFilesPerTrigger=2"], spark=spark)
+
+    tables = _pane_tables(out)
+    assert {"EARLY", "ON_TIME"} <= set(_timings(tables["triggers"]))
+    assert tables["retractions"].num_rows == 0
+    _assert_current_is_latest_trigger(tables, "customer_id")
+    # Every ON_TIME pane holds all orders of its customer and minute (no order is behind the
+    # watermark): compare with a plain aggregation of the input files.
+    lines = [json.loads(line) for f in sorted(Path(out.input).glob("*.json")) for line in f.open()]
+    expected: dict[tuple, tuple[int, float]] = {}
+    for o in lines:
+        minute = o["order_time"][:16]                                   # 2026-03-02T09:01
+        n, total = expected.get((o["customer_id"], minute), (0, 0.0))
+        expected[(o["customer_id"], minute)] = (n + 1, total + o["amount"])
+    on_time = [r for r in tables["current"].to_pylist() if r["pane_timing"] == "ON_TIME"]
+    assert len(on_time) >= 10
+    for r in on_time:
+        n, total = expected[(r["customer_id"], r["window_start"].strftime("%Y-%m-%dT%H:%M"))]
+        assert r["orders"] == n and r["revenue"] == pytest.approx(total)
+
+
+def test_spark_submit_with_properties_file(tmp_path):
+    """spark-submit --properties-file <conf> (+ --conf): the spark.windowed.* entries become the
+    reader's defaults. The file is the demo's conf with keys=3 and totalEvents=400; the command
+    line sets eventsPerBatch=100 — all three show in the run's panes and batch reports."""
+    conf = (ROOT / "conf" / "clickstream_sessions.conf").read_text()
+    lines = [line for line in conf.splitlines()
+             if not line.startswith(("spark.windowed.keys ", "spark.windowed.totalEvents "))]
+    props = tmp_path / "tiny.conf"
+    props.write_text("\n".join(lines + ["spark.windowed.keys 3", "spark.windowed.totalEvents 400"]) + "\n")
+    spark_submit = Path(sys.executable).parent / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    output = tmp_path / "out"
+    proc = subprocess.run(
+        [str(spark_submit), "--properties-file", str(props),
+         "--conf", "spark.windowed.eventsPerBatch=100", "--conf", "spark.driver.memory=1g",
+         str(EXAMPLES / "clickstream_sessions.py"), "--output", str(output)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    users = set(_table(output / "panes" / "triggers").column("user_id").to_pylist())
+    assert users and users <= {"user-0", "user-1", "user-2"}
+    reports = []
+    seq = 1
+    while (report := read_batch_report(str(output / "state"), seq)) is not None:
+        reports.append(report)
+        seq += 1
+    assert sum(r.events_in for r in reports) == 400
+    assert [r.events_in for r in reports if r.events_in] == [100, 100, 100, 100]
+    assert "spark.windowed.keys                 3" in proc.stdout
+    assert "[clicks] batch 3 | events 100 |" in proc.stdout
