@@ -254,14 +254,14 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
     times, ``hold_ts`` the times that count for the watermark hold (NaT-like = MAX where they don't).
     """
     cols: dict[str, Any] = {"__g": pa.array(g, pa.int64()), "__ts": pa.array(ts, pa.int64())}
-    specs: list[tuple[str, str]] = [("__ts", "count"), ("__ts", "min")]
+    specs: list[tuple[str, str]] = [("__ts", "count"), ("__ts", "min"), ("__ts", "max")]
     if hold_ts is not None:
         cols["__h"] = pa.array(hold_ts, pa.int64(), mask=hold_ts == np.iinfo(np.int64).max)
         specs += [("__h", "min"), ("__h", "max")]
     for a in aggs:
         if a.spec.column is not None and a.spec.func not in ("first", "last"):
             name = _col_name(a.index)
-            arr = pairs.column(a.spec.column)
+            arr = _typed(pairs.column(a.spec.column))
             if a.spec.func in ("sum", "avg") and not pa.types.is_integer(arr.type):
                 arr = pc.cast(arr, pa.float64())
             cols[name] = arr
@@ -272,6 +272,7 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
     res: dict[str, np.ndarray] = {
         "n": out.column("__ts_count").to_numpy(),
         "min_ts": out.column("__ts_min").to_numpy(),
+        "max_ts": out.column("__ts_max").to_numpy(),
     }
     if hold_ts is not None:
         big = np.iinfo(np.int64).max
@@ -298,6 +299,12 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
     return rows, res, partials
 
 
+def _typed(arr):
+    """Arrow's hash aggregates have no kernels for the null type (an all-null column of a first
+    bundle whose type was inferred); an all-null int64 column aggregates the same."""
+    return pa.nulls(len(arr), pa.int64()) if pa.types.is_null(arr.type) else arr
+
+
 def _first_last(aggs, pairs, g, ts, rows, partials) -> None:
     fl = [a for a in aggs if a.spec.func in ("first", "last")]
     if not fl:
@@ -307,7 +314,7 @@ def _first_last(aggs, pairs, g, ts, rows, partials) -> None:
     specs = []
     for a in fl:
         name = _col_name(a.index)
-        v = pairs.column(a.spec.column).take(pa.array(order))
+        v = _typed(pairs.column(a.spec.column)).take(pa.array(order))
         t = pa.array(ts[order], pa.int64(), mask=np.asarray(v.is_null()))
         cols[name], cols[name + "t"] = v, t
         specs += [(name, a.spec.func), (name + "t", "min" if a.spec.func == "first" else "max"),

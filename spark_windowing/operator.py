@@ -90,6 +90,7 @@ class WindowedOperator:
         self.proc = MIN_TIME
         self.seq = -1
         self.input_schema: pa.Schema | None = None
+        self.key_counts: dict[tuple, int] = {}  # count windows: elements seen per key
         self.aggs: list[agg.BoundAggregate] = []
         self.keys: pa.Table | None = None
         self.cols: dict[str, np.ndarray] = {}
@@ -138,6 +139,8 @@ class WindowedOperator:
         if self._track_last:
             for j, _ in enumerate(self.aggregate_fields()):
                 layout[f"lo:{j}"] = (object, None)
+        if spec.window.count_based:  # element count and first/last timestamps per window
+            layout.update({"cnt": (np.int64, 0), "tmin": (np.int64, _I64_MAX), "tmax": (np.int64, _I64_MIN)})
         self.layout = layout
         self.cols = {name: np.empty(0, dtype=dt) for name, (dt, _) in layout.items()}
 
@@ -151,6 +154,8 @@ class WindowedOperator:
         if not changed:
             return
         self.input_schema = pa.schema([pa.field(f.name, changed.get(f.name, f.type)) for f in self.input_schema])
+        if self.spec.key_columns and self.keys is not None:
+            self.keys = self.keys.cast(pa.schema(self.key_fields()))
         for i, a in enumerate(self.aggs):
             if a.spec.column in changed:
                 new = agg.bind_aggregates((a.spec,), self.input_schema, self.spec.aggregate_text)[0]
@@ -172,7 +177,8 @@ class WindowedOperator:
         return [f for a in self.aggs for f in a.output_fields()]
 
     def pane_schema(self) -> pa.Schema:
-        return pane_schema(self.key_fields(), self.aggregate_fields())
+        extra = [pa.field("window_seq", pa.int64(), nullable=False)] if self.spec.window.count_based else []
+        return pane_schema(self.key_fields(), extra + self.aggregate_fields())
 
     def late_schema(self) -> pa.Schema:
         assert self.input_schema is not None
@@ -238,7 +244,11 @@ class WindowedOperator:
             events, key_table = events.filter(keep), key_table.filter(keep)
             ts = ts[valid]
             gap = gap[valid] if gap is not None else None
-        idx, ws, we = spec.window.assign(ts, gap)
+        if spec.window.count_based:
+            idx, ws = spec.window.assign_ordinals(self._ordinals(key_table))
+            we = np.full(len(ws), GLOBAL_END, dtype=np.int64)
+        else:
+            idx, ws, we = spec.window.assign(ts, gap)
         too_late = we + spec.allowed_lateness <= self.wm
         if too_late.any():
             metrics["too_late"] = int(too_late.sum())
@@ -280,7 +290,27 @@ class WindowedOperator:
         touched[rows] = True
         n_new[rows] = res["n"]
         min_ts_new[rows] = res["min_ts"]
+        if spec.window.count_based:
+            self.cols["cnt"][rows] += res["n"]
+            self.cols["tmin"][rows] = np.minimum(self.cols["tmin"][rows], res["min_ts"])
+            self.cols["tmax"][rows] = np.maximum(self.cols["tmax"][rows], res["max_ts"])
         return touched, n_new, min_ts_new
+
+    def _ordinals(self, key_table: pa.Table) -> np.ndarray:
+        """Per-key arrival ordinals of this batch's elements, continuing the counts so far."""
+        kid = _factorize([key_table])[0]
+        within = pd.Series(kid).groupby(kid).cumcount().to_numpy().astype(np.int64)
+        n_keys = int(kid.max()) + 1 if len(kid) else 0
+        first = np.full(n_keys, -1, dtype=np.int64)
+        first[kid[::-1]] = np.arange(len(kid))[::-1]
+        names = key_table.column_names
+        uniq = key_table.take(pa.array(first)).to_pylist() if n_keys else []
+        tuples = [tuple(r[c] for c in names) for r in uniq]
+        base = np.array([self.key_counts.get(t, 0) for t in tuples], dtype=np.int64)
+        added = np.bincount(kid, minlength=n_keys)
+        for t, b, a in zip(tuples, base.tolist(), added.tolist()):
+            self.key_counts[t] = b + a
+        return base[kid] + within if n_keys else within
 
     def event_times(self, events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """Event times in µs and a validity mask (null / unparseable -> invalid)."""
@@ -477,14 +507,14 @@ class WindowedOperator:
         we = cols["we"]
         c = Ctx(cols, we, wm, proc, n_new, min_ts_new)
         spec.trigger.on_element(c, "", touched)
-        cols["eow"] |= c.eow_request
+        cols["eow"] |= touched & (wm < we)  # any element before the end sets the end-of-window timer
         eow_due = cols["eow"] & (we <= wm)
         ev_timers, pt_timers = spec.trigger.timers(c, "")
         due = eow_due.copy()
         for t in ev_timers:
-            due |= t <= wm
+            due |= (t != NONE) & (t <= wm)
         for t in pt_timers:
-            due |= t <= proc
+            due |= (t != NONE) & (t <= proc)
         candidates = (touched | due) & ~cols["closed"]
         fire = candidates & spec.trigger.should_fire(c, "")
         finished = spec.trigger.on_fire(c, "", fire) & fire
@@ -502,6 +532,8 @@ class WindowedOperator:
         ws, we = cols["ws"][rows], cols["we"][rows]
         early = self.wm < we
         timing = np.where(early, _EARLY, np.where(eow_due & (cols["nonspec"][rows] == 0), _ON_TIME, _LATE))
+        if spec.window.count_based:  # a full window is on time; before that, early
+            timing = np.where(cols["cnt"][rows] >= spec.window.size, _ON_TIME, _EARLY)
         expires = we + spec.allowed_lateness <= self.wm
         final = finished | expires
         values = agg.outputs(self.aggs, cols, rows)
@@ -569,6 +601,9 @@ class WindowedOperator:
             keys = self.keys.take(pa.array(rows))
             arrays += [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
         wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
+        if self.spec.window.count_based:
+            values = [pa.array(ws, pa.int64()), *values]
+            ws, we = self.cols["tmin"][rows], self.cols["tmax"][rows]
         arrays += [_ts_array(ws), _ts_array(np.minimum(we, GLOBAL_END)), *values,
                    pa.repeat(pa.scalar(kind, pa.string()), n), _TIMING_ARRAY.take(pa.array(timing, pa.int8())),
                    pa.array(index, pa.int64()), pa.array(final, pa.bool_()),
@@ -588,7 +623,10 @@ class WindowedOperator:
     def _expire(self) -> int:
         if self.num_windows == 0:
             return 0
-        expired = self.cols["we"] + self.spec.allowed_lateness <= self.wm
+        if self.spec.window.count_based:  # a finished count window can get no more elements
+            expired = self.cols["closed"].copy()
+        else:
+            expired = self.cols["we"] + self.spec.allowed_lateness <= self.wm
         count = int(expired.sum())
         if count:
             self._keep_rows(~expired)
@@ -685,6 +723,7 @@ def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
     sizes = [t.num_rows for t in tables]
     if sum(sizes) == 0:
         return [np.zeros(0, dtype=np.int64) for _ in tables]
+    tables = [t if t.schema.equals(tables[0].schema) else t.cast(tables[0].schema) for t in tables]
     ids = None
     for name in tables[0].column_names:
         parts = [t.column(name) for t in tables]

@@ -16,8 +16,8 @@ from typing import Iterable
 from spark_windowing._time import UNIT_FACTORS, parse_duration
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
-from spark_windowing.triggers import Default, Never, Trigger, parse_trigger
-from spark_windowing.windows import GlobalWindow, WindowFn, parse_window
+from spark_windowing.triggers import AfterCount, Default, Never, Trigger, parse_trigger
+from spark_windowing.windows import CountWindow, GlobalWindow, WindowFn, parse_window
 
 ACCUMULATION_MODES = ("discarding", "accumulating", "accumulating_and_retracting")
 TIMESTAMP_COMBINERS = ("end_of_window", "earliest", "latest")
@@ -74,7 +74,8 @@ class OperatorSpec:
         """Build from option strings (Spark option names in snake_case); raise OptionError."""
         w = parse_window(window)
         if trigger is None or not str(trigger).strip():
-            t: Trigger = Never() if isinstance(w, GlobalWindow) else Default()
+            t: Trigger = (Never() if isinstance(w, GlobalWindow) else
+                          AfterCount(w.size) if isinstance(w, CountWindow) else Default())
         else:
             t = parse_trigger(trigger)
         unit = None

@@ -55,8 +55,11 @@ def snapshot(op: WindowedOperator) -> bytes:
         table = pa.Table.from_arrays(arrays, names=names)
         with pa.ipc.new_stream(sink, table.schema) as w:
             w.write_table(table)
-        body = schema_buf + sink.getvalue()
-        header.update({"schema_len": len(schema_buf), "keys": list(op.keys.column_names), "kinds": kinds})
+        extra = pickle.dumps({"key_counts": op.key_counts}, protocol=5)
+        ipc = sink.getvalue()
+        body = schema_buf + ipc + extra
+        header.update({"schema_len": len(schema_buf), "ipc_len": len(ipc), "keys": list(op.keys.column_names),
+                       "kinds": kinds})
     header["sha256"] = hashlib.sha256(body).hexdigest()
     header["body_len"] = len(body)
     h = json.dumps(header, sort_keys=True).encode()
@@ -89,7 +92,9 @@ def restore(spec: OperatorSpec, blob: bytes, *, where: str = "snapshot") -> Wind
         return op
     schema = pa.ipc.read_schema(pa.py_buffer(body[:header["schema_len"]]))
     op.bind(schema)
-    table = pa.ipc.open_stream(body[header["schema_len"]:]).read_all()
+    ipc_end = header["schema_len"] + header["ipc_len"]
+    table = pa.ipc.open_stream(body[header["schema_len"]:ipc_end]).read_all()
+    op.key_counts = pickle.loads(body[ipc_end:])["key_counts"]
     op.keys = table.select(header["keys"]).combine_chunks()
     for name, kind in header["kinds"].items():
         col = table.column("s:" + name)

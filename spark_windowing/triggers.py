@@ -43,14 +43,15 @@ class Ctx:
     * ``cols``: row-aligned state columns (trigger columns are named ``t<path>:<name>``).
     * ``end``: window end per row; ``wm``: input watermark; ``proc``: processing time.
     * ``n_new`` / ``min_ts_new``: elements added to each row in this batch, and their min timestamp.
-    * ``eow_request``: rows whose trigger asks for an end-of-window timer (set by hooks).
+
+    The end-of-window timer is row-level (set by any element arriving before the window end,
+    whatever part of the trigger is active), so it is not part of this context.
     """
 
     def __init__(self, cols: dict[str, np.ndarray], end: np.ndarray, wm: int, proc: int,
                  n_new: np.ndarray, min_ts_new: np.ndarray) -> None:
         self.cols, self.end, self.wm, self.proc = cols, end, wm, proc
         self.n_new, self.min_ts_new = n_new, min_ts_new
-        self.eow_request = np.zeros(len(end), dtype=bool)
 
     def zeros(self) -> np.ndarray:
         return np.zeros(len(self.end), dtype=bool)
@@ -132,9 +133,6 @@ class Default(Trigger):
     """Beam's default: an ON_TIME pane when the watermark passes the window end, then a LATE pane
     for every later batch that brings elements within allowed lateness. Never finishes."""
 
-    def on_element(self, c, path, m):
-        c.eow_request |= m & (c.wm < c.end)
-
     def should_fire(self, c, path):
         return c.end <= c.wm
 
@@ -203,7 +201,8 @@ class AfterProcessingTime(Trigger):
         col[m & (col == NONE)] = c.proc + self.delay
 
     def should_fire(self, c, path):
-        return c.col(path, "deadline") <= c.proc
+        d = c.col(path, "deadline")
+        return (d != NONE) & (d <= c.proc)
 
     def on_fire(self, c, path, m):
         return m.copy()
@@ -226,24 +225,21 @@ class ContinuousEventTime(Trigger):
         return (Column("next", np.int64, NONE, "min"),)
 
     def on_element(self, c, path, m):
-        c.eow_request |= m & (c.wm < c.end)
         col = c.col(path, "next")
         first = m & (col == NONE)
         col[first] = c.min_ts_new[first] // self.interval * self.interval + self.interval
 
     def should_fire(self, c, path):
-        return (c.col(path, "next") <= c.wm) | (c.end <= c.wm)
+        nxt = c.col(path, "next")
+        return ((nxt != NONE) & (nxt <= c.wm)) | (c.end <= c.wm)
 
     def on_fire(self, c, path, m):
         col = c.col(path, "next")
-        col[m & (col <= c.wm)] = c.wm // self.interval * self.interval + self.interval
+        col[m & (col != NONE) & (col <= c.wm)] = c.wm // self.interval * self.interval + self.interval
         return _zeros(c)
 
     def timers(self, c, path):
         return [c.col(path, "next")], []
-
-    def has_ontime_pane(self):
-        return True
 
     def spec(self):
         return f"ContinuousEventTime({self.interval}us)"
@@ -264,11 +260,12 @@ class ContinuousProcessingTime(Trigger):
         col[m & (col == NONE)] = c.proc // self.interval * self.interval + self.interval
 
     def should_fire(self, c, path):
-        return c.col(path, "next") <= c.proc
+        nxt = c.col(path, "next")
+        return (nxt != NONE) & (nxt <= c.proc)
 
     def on_fire(self, c, path, m):
         col = c.col(path, "next")
-        col[m & (col <= c.proc)] = c.proc // self.interval * self.interval + self.interval
+        col[m & (col != NONE) & (col <= c.proc)] = c.proc // self.interval * self.interval + self.interval
         return _zeros(c)
 
     def timers(self, c, path):
@@ -324,7 +321,6 @@ class AfterWatermark(Trigger):
     def on_element(self, c, path, m):
         is_late = self._is_late(c, path)
         m_early = m & ~is_late
-        c.eow_request |= m_early & (c.wm < c.end)
         if self.early is not None:
             Repeatedly(self.early).on_element(c, path + ".e", m_early)
         if self.late is not None:
@@ -354,6 +350,17 @@ class AfterWatermark(Trigger):
         if self.early is not None:
             Repeatedly(self.early).on_fire(c, path + ".e", m & ~is_late & ~passed)
         return fin
+
+    def timers(self, c, path):
+        is_late = self._is_late(c, path)
+        ev: list[np.ndarray] = []
+        pt: list[np.ndarray] = []
+        for sub, child, active in (("e", self.early, ~is_late), ("l", self.late, is_late)):
+            if child is not None:
+                e, p = Repeatedly(child).timers(c, f"{path}.{sub}")
+                ev += [np.where(active, t, NONE) for t in e]
+                pt += [np.where(active, t, NONE) for t in p]
+        return ev, pt
 
     def has_ontime_pane(self):
         return True
@@ -460,6 +467,16 @@ class AfterEach(Trigger):
             fin = t.on_fire(c, f"{path}.{sub}", selected[i])
             idx[selected[i] & fin] += 1
         return idx >= len(self.triggers)
+
+    def timers(self, c, path):
+        idx = c.col(path, "index")
+        ev: list[np.ndarray] = []
+        pt: list[np.ndarray] = []
+        for i, (sub, t) in enumerate(self.children()):
+            e, p = t.timers(c, f"{path}.{sub}")
+            ev += [np.where(idx == i, x, NONE) for x in e]
+            pt += [np.where(idx == i, x, NONE) for x in p]
+        return ev, pt
 
     def spec(self):
         return f"AfterEach({', '.join(t.spec() for t in self.triggers)})"

@@ -23,7 +23,7 @@ from spark_windowing._time import GLOBAL_END, GLOBAL_START, format_duration, par
 from spark_windowing.errors import OptionError
 
 WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset>]), "
-                "cumulate(<maxSize>, <step>[, <offset>]), session(<gap>), session(gapColumn=<column>), global "
+                "cumulate(<maxSize>, <step>[, <offset>]), count(<size>[, <slide>]), session(<gap>), session(gapColumn=<column>), global "
                 "— sizes are durations such as '10 minutes'")
 
 
@@ -33,6 +33,7 @@ class WindowFn:
 
     merging: ClassVar[bool] = False
     same_start: ClassVar[bool] = False  # several windows of a key may share a start
+    count_based: ClassVar[bool] = False  # windows by element count, not time
 
     def assign(self, ts: np.ndarray, gap: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -144,6 +145,42 @@ class Session(WindowFn):
 
 
 @dataclass(frozen=True)
+class CountWindow(WindowFn):
+    """Storm/Flink count windows, per key in arrival order (upstream order within a micro-batch):
+    window ``j`` holds the key's elements number ``j·slide … j·slide + size − 1`` (0-based).
+    ``slide`` defaults to ``size`` (tumbling). A window fires when it is full (default trigger
+    ``AfterCount(size)``), as ON_TIME and final; time plays no part in which window an element is in.
+    Panes report ``window_start``/``window_end`` = the first/last element's timestamp and
+    ``window_seq`` = ``j``."""
+
+    size: int
+    slide: int = 0
+    count_based: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.size < 1 or self.slide < 0:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="count windows need size >= 1 and slide >= 1")
+        if self.slide > self.size:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="slide must not exceed size")
+
+    @property
+    def step(self) -> int:
+        return self.slide or self.size
+
+    def assign_ordinals(self, ordinal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(element index, window number) for elements with these per-key ordinals."""
+        k = -(-self.size // self.step)
+        last = ordinal // self.step
+        j = last[:, None] - np.arange(k, dtype=np.int64)[None, :]
+        keep = (j >= 0) & (j * self.step + self.size > ordinal[:, None])
+        idx = np.broadcast_to(np.arange(len(ordinal), dtype=np.int64)[:, None], j.shape)[keep]
+        return idx, j[keep]
+
+    def spec(self) -> str:
+        return f"count({self.size}, {self.step})"
+
+
+@dataclass(frozen=True)
 class GlobalWindow(WindowFn):
     """One window for all time: ``[0001-01-01, 9999-12-31T23:59:59.999999]``; never expires."""
 
@@ -188,6 +225,13 @@ def _build(call: Call, text: str) -> WindowFn:
         _nargs(call, text, 2, 3)
         return Sliding(_dur(call.args[0], "size", text), _dur(call.args[1], "slide", text),
                        _dur(call.args[2], "offset", text, allow_zero=True) if len(call.args) > 2 else 0)
+    if name == "count":
+        _nargs(call, text, 1, 2)
+        try:
+            nums = [int(a) for a in call.args]
+        except (TypeError, ValueError):
+            raise OptionError("window", text, WINDOW_FORMS, why="count(<size>[, <slide>]) takes element counts") from None
+        return CountWindow(nums[0], nums[1] if len(nums) > 1 else 0)
     if name == "cumulate":
         _nargs(call, text, 2, 3)
         return Cumulate(_dur(call.args[0], "maxSize", text), _dur(call.args[1], "step", text),
