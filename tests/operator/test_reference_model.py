@@ -141,3 +141,24 @@ def test_watermark_cannot_go_back():
     s.advance_watermark_to(10)
     with pytest.raises(ValueError):
         s.advance_watermark_to(9)
+
+
+def test_timers_fire_once_and_only_for_the_active_subtrigger():
+    s = _stream(trigger="AfterWatermark(early=AfterProcessingTime(20 milliseconds), late=Default())",
+                allowed_lateness="100 milliseconds")
+    s.add_elements([{"ts": 1, "v": 1}])
+    s.advance_watermark_to(10)
+    assert [p["pane_timing"] for p in s.take_panes()] == ["ON_TIME"]
+    for _ in range(3):                  # the early deadline (20) passes after the on-time pane
+        s.advance_processing_time(15)
+    assert s.take_panes() == []
+    s.add_elements([{"ts": 2, "v": 2}])  # a late element still gives its LATE pane
+    assert [(p["pane_timing"], p["s"]) for p in s.take_panes()] == [("LATE", 3)]
+
+
+def test_end_of_window_timer_is_set_by_any_element_before_the_end():
+    s = _stream(trigger="AfterEach(AfterCount(1), AfterWatermark())", accumulation_mode="discarding")
+    s.add_elements([{"ts": 1, "v": 1}])
+    s.advance_watermark_to(100)
+    assert [(p["pane_timing"], p["vs"], p["is_final"]) for p in s.take_panes()] == [
+        ("EARLY", [1], False), ("ON_TIME", [], True)]
