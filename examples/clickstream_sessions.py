@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None, *, spark: "SparkSession | None" = No
         _common.show_sql(session, "Sessions merged into a later, larger one (their panes retracted)",
                          MERGED_SESSIONS_SQL)
         _common.show_late_data(session, out, "clicks_late", event_id="event_id")
-        _common.plot_timeline(out, title="Clickstream sessions: sessions starting in a 5-minute slice", minutes=5)
+        _common.plot_timeline(out, title="Clickstream sessions: sessions starting in a 5-minute slice",
+                              minutes=5)
     _common.print_outputs("Clickstream sessions", out, seconds)
     return out
 

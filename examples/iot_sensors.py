@@ -73,7 +73,8 @@ def main(argv: Sequence[str] | None = None, *, spark: "SparkSession | None" = No
         _common.create_views(session, out, "sensors")
         _common.show_sql(session, "Panes by kind and timing",
                          _common.PANE_COUNTS_SQL.format(name="sensors"))
-        _common.show_sql(session, "Hottest sensor per window, latest first (current table)", HOTTEST_SENSOR_SQL)
+        _common.show_sql(session, "Hottest sensor per window, latest first (current table)",
+                         HOTTEST_SENSOR_SQL)
         _common.show_sql(session, "Windows updated by late readings (LATE panes)", LATE_UPDATES_SQL)
         _common.show_late_data(session, out, "sensors_late", event_id="event_id")
         _common.plot_timeline(out, title="IoT sensors: sliding windows in a 3-minute slice",
