@@ -13,8 +13,9 @@ same columns (the pane schema, DESIGN.md 4.5) and records it in its Delta config
 Data files are plain Parquet (zstd), no partitioning, written straight into the table directory
 and committed later by the driver with ``DeltaTable.create_write_transaction``: the same protocol
 Spark's own Delta writer follows (files first, then one atomic log commit). A file that was written
-but never committed (crash, abort, replayed batch) is invisible to every reader and is removed by
-``DeltaTable.vacuum``.
+but never committed (a killed task or driver) is invisible to every reader; the sink deletes those
+it knows of (aborts, replays), and ``DeltaTable.vacuum(full=True)`` (default retention, never 0
+while a query runs: it would take in-flight files) removes the rest.
 """
 
 from __future__ import annotations
@@ -40,10 +41,10 @@ from deltalake.transaction import AddAction
 
 from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 
-__all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "FORMAT_VERSION", "DataFile",
+__all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "STAGING", "FORMAT_VERSION", "DataFile",
            "normalize_root", "table_uri", "open_table", "ensure_pane_table", "table_pane_schema",
-           "recorded_pane_schema", "write_data_file", "add_action", "filesystem", "delete_files",
-           "delete_stale_staging"]
+           "recorded_pane_schema", "sort_columns", "write_data_file", "file_stats", "add_action",
+           "read_files", "filesystem", "delete_files", "delete_stale_staging"]
 
 TRIGGERS, RETRACTIONS, CURRENT = "triggers", "retractions", "current"
 TABLES: tuple[str, ...] = (CURRENT, TRIGGERS, RETRACTIONS)
@@ -270,7 +271,11 @@ def _bounds(arrow_type: pa.DataType, column: pa.ChunkedArray) -> tuple[object, o
     return lo, hi
 
 
+_MAX_MILLIS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z, the last instant a stat can name
+
+
 def _delta_millis(millis: int) -> str:
+    millis = min(millis, _MAX_MILLIS)  # global windows end at 9999-12-31T23:59:59.999999
     dt = datetime.fromtimestamp(millis / 1000, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{millis % 1000:03d}Z"
 

@@ -14,7 +14,8 @@ Tables (written with the ``deltalake`` package; no JVM Delta jars needed):
   upserted with it; a key+window with only ``RETRACTION`` rows in the batch (a session window
   merged away) is deleted. A batch holds at most one ``TRIGGER`` per key and window (the
   operator fires at most once per key, window and micro-batch); the sink checks this within each
-  Spark task and the Delta merge rejects it across tasks.
+  Spark task. Across tasks it is the producer's contract (the windowed source keeps each key in
+  one task); a ``RETRACTION`` and the ``TRIGGER`` replacing it may arrive in different tasks.
 
 Options (case-insensitive):
 
@@ -29,11 +30,11 @@ Options (case-insensitive):
 
 Layout: no partitioning (panes are small and queried by window time and by key, and partition
 columns would multiply small files per micro-batch); each data file of ``triggers`` and
-``retractions`` is sorted by ``window_start, window_end, <keys>`` and carries exact min/max
-statistics, so Delta readers (Spark with the Delta jars, delta-rs, DuckDB) skip files by window
+``retractions`` is sorted by ``window_start, window_end, <keys>`` and carries min/max
+statistics (timestamps widened to whole milliseconds, as Delta stores them), so Delta readers (Spark with the Delta jars, delta-rs, DuckDB) skip files by window
 time. ``current`` is rewritten by Delta MERGE, file by file, as panes replace each other. Run
-``DeltaTable(P/<table>).optimize.compact()`` and ``.vacuum()`` from time to time, as for any Delta
-table fed by a stream.
+``DeltaTable(P/<table>).optimize.compact()`` and ``.vacuum(full=True)`` from time to time, as for
+any Delta table fed by a stream.
 
 Exactly once per micro-batch (``batchId``):
 
@@ -54,7 +55,7 @@ One streaming query writes one path (as with any Delta streaming sink).
 A crash anywhere leaves each table either with or without the batch, never half of it (a Delta
 commit is atomic). Spark replays an unfinished batch with the same offsets and ``batchId``; the
 tables that hold it skip, the others commit. Files of an interrupted attempt are never committed
-(``vacuum`` removes them).
+(``vacuum(full=True)`` removes them).
 
 The schema is checked when the writer is created on the driver, before any task of the first
 micro-batch runs: a DataFrame that is not a pane schema, or a pane schema other than the one
@@ -249,8 +250,11 @@ class _TaskWriter:
 
 
 def _key_window_columns(schema: pa.Schema) -> list[str]:
+    """What identifies a window's panes: keys and bounds, plus ``window_seq`` for count windows
+    (their bounds are the first/last element times, which two windows can share)."""
     keys, _ = split_pane_schema(schema)
-    return [f.name for f in keys] + [f.name for f in WINDOW_FIELDS]
+    seq = ["window_seq"] if "window_seq" in schema.names else []
+    return [f.name for f in keys] + [f.name for f in WINDOW_FIELDS] + seq
 
 
 def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
