@@ -540,7 +540,9 @@ class WindowedOperator:
         emit = np.ones(len(rows), dtype=bool)
         if spec.fire_only_updated_panes:
             emit = ~self._same_as_last(rows, values)
-        if spec.timestamp_combiner == "end_of_window":
+        if spec.window.count_based:  # a count window "ends" at its last element
+            pts = cols["tmax"][rows]
+        elif spec.timestamp_combiner == "end_of_window":
             pts = we - 1
         elif spec.timestamp_combiner == "earliest":
             h = cols["hold_min"][rows]
