@@ -33,7 +33,6 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxFiles, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
@@ -191,10 +190,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if valid.any():
                 max_event = int(ts[valid].max())
             if cfg.watermark.kind == "column":
-                col = events.column(cfg.watermark.column)
-                m = pc.max(col.cast(pa.int64()) if not pa.types.is_timestamp(col.type)
-                           else col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())).as_py()
-                max_col = m
+                wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
+                max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
         result = op.step(events if events.num_rows else None, watermark=int(end["wm"]),
                          processing_time=int(end["bt"]), batch_seq=int(end["seq"]))
         if cfg.late_data_path and result.late.num_rows:

@@ -314,7 +314,12 @@ class WindowedOperator:
 
     def event_times(self, events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """Event times in µs and a validity mask (null / unparseable -> invalid)."""
-        col = _get_column(events, self.spec.timestamp_column)
+        return self.column_micros(events, self.spec.timestamp_column)
+
+    def column_micros(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """A time column (timestamp, date, ISO string, or numeric epoch in ``timestampUnit``,
+        default ms) as µs, with a validity mask."""
+        col = _get_column(events, name)
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         t = col.type

@@ -86,13 +86,17 @@ def test_on_time_pane_within_two_trigger_intervals_without_new_input(spark, tmp_
             time.sleep(0.2)
             on_time = [r for r in spark.table("ontime").collect() if r["pane_timing"] == "ON_TIME"]
         assert on_time, "no ON_TIME pane"
-        progress = {p["batchId"]: p for p in q.recentProgress}
+        wanted = on_time[0]["batch_seq"] - 1  # batch_seq counts from 1, batchId from 0
+        progress = {}
+        while time.time() < deadline and wanted not in progress:  # progress is posted after the commit
+            time.sleep(0.2)
+            progress = {p["batchId"]: p for p in q.recentProgress}
     finally:
         q.stop()
     assert on_time[0]["total"] == 3 and micros(on_time[0]["window_start"]) == T0
     data_batch = min(b for b, p in progress.items() if p["numInputRows"] is not None)
     first = progress[data_batch]
-    pane_batch = progress[on_time[0]["batch_seq"] - 1]  # batch_seq counts from 1, batchId from 0
+    pane_batch = progress[wanted]
     assert pane_batch["batchId"] > first["batchId"], "the ON_TIME pane needs the watermark of the data batch"
     from datetime import datetime
     t_data_done = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00")).timestamp() + \

@@ -61,3 +61,19 @@ def test_parquet_max_events_per_batch_takes_whole_files(spark, tmp_path):
                       "maxEventsPerBatch": "6", "stateLocation": str(tmp_path / "state")}, chk)
     ups = [e["up"] for _, e in offsets(chk)]
     assert ups[:2] == [2, 4]  # two 3-row files per batch
+
+
+def test_watermark_from_an_upstream_column(spark, tmp_path):
+    """column(wm): the upstream says how far event time is complete; the window closes on it,
+    although the events' own times would not close it."""
+    src = tmp_path / "events"
+    src.mkdir()
+    pq.write_table(pa.table({"k": ["a", "a"], "ts": pa.array([T0 + SEC, T0 + 2 * SEC], pa.int64()),
+                             "wm": pa.array([T0, T0 + 60 * SEC], pa.int64()), "v": [1, 2]}),
+                   str(src / "p0.parquet"))
+    panes = run_panes(spark, {"source": "parquet", "path": str(src), "timestampColumn": "ts", "timestampUnit": "us",
+                              "watermark": "column(wm)", "keyColumns": "k", "window": "tumbling(10 seconds)",
+                              "aggregate": "sum(v) AS s", "stateLocation": str(tmp_path / "state")},
+                      str(tmp_path / "chk"))
+    got = [(r["s"], r["pane_timing"], micros(r["watermark"])) for r in panes.to_pylist()]
+    assert got == [(3, "ON_TIME", T0 + 60 * SEC)]  # numeric epochs (ts and wm) are in timestampUnit
