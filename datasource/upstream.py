@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 from datasource import storage
 from datasource.options import GeneratorConfig, SourceConfig
 from spark_windowing.errors import OptionError
+from spark_windowing.operator import get_column
 
 GENERATOR_SCHEMA = pa.schema([
     ("user_id", pa.string()), ("page", pa.string()),
@@ -252,7 +253,7 @@ def shard_of(table: pa.Table, key_columns: tuple[str, ...], shards: int) -> np.n
         return np.zeros(table.num_rows, dtype=np.int64)
     acc = np.zeros(table.num_rows, dtype=np.uint64)
     for name in key_columns:
-        col = _column(table, name)
+        col = get_column(table, name)
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         if pa.types.is_integer(col.type):  # vectorized: no Python per value
@@ -264,13 +265,3 @@ def shard_of(table: pa.Table, key_columns: tuple[str, ...], shards: int) -> np.n
         with np.errstate(over="ignore"):
             acc = acc * np.uint64(1_000_003) + hashed
     return (acc % np.uint64(shards)).astype(np.int64)
-
-
-def _column(table: pa.Table, dotted: str):
-    if dotted in table.column_names:
-        return table.column(dotted)
-    parts = dotted.split(".")
-    col = table.column(parts[0])
-    for p in parts[1:]:
-        col = pc.struct_field(col, p)
-    return col

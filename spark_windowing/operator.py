@@ -319,7 +319,7 @@ class WindowedOperator:
     def column_micros(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A time column (timestamp, date, ISO string, or numeric epoch in ``timestampUnit``,
         default ms) as µs, with a validity mask."""
-        col = _get_column(events, name)
+        col = get_column(events, name)
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         t = col.type
@@ -344,7 +344,7 @@ class WindowedOperator:
         return us.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
 
     def _gaps(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-        col = _get_column(events, name)
+        col = get_column(events, name)
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         if pa.types.is_duration(col.type):
@@ -359,7 +359,7 @@ class WindowedOperator:
         if not self.spec.key_columns:
             return pa.table({_NOKEY: pa.array(np.zeros(events.num_rows, dtype=np.int8))})
         fields = self.key_fields()
-        return pa.table({f.name: _get_column(events, f.name).cast(f.type) for f in fields})
+        return pa.table({f.name: get_column(events, f.name).cast(f.type) for f in fields})
 
     # ------------------------------------------------------------------ row management
     def _append_rows(self, keys: pa.Table, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
@@ -698,7 +698,8 @@ def _field_type(schema: pa.Schema, dotted: str) -> pa.DataType | None:
     return t
 
 
-def _get_column(table: pa.Table, dotted: str) -> pa.ChunkedArray | pa.Array:
+def get_column(table: pa.Table, dotted: str) -> pa.ChunkedArray | pa.Array:
+    """A column by name, or a struct field by dotted path (``payload.ts``)."""
     if dotted in table.column_names:
         return table.column(dotted)
     parts = dotted.split(".")
