@@ -66,7 +66,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--bundles", type=int, default=10)
     ap.add_argument("--only", default=None, help="run only cases whose label contains this text")
+    ap.add_argument("--curves", action="store_true",
+                    help="instead: cost curves as keys grow (10 k -> 1 M) and as size/slide grows (1 -> 60)")
     args = ap.parse_args(argv)
+    if args.curves:
+        return curves(args.events, args.bundles)
     events = make_events(args.events, args.keys)
     print(f"events={args.events:,} keys={args.keys:,} bundles={args.bundles} (python operator, 1 thread)")
     base = min(run_pyarrow(events) for _ in range(2))
@@ -88,6 +92,19 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{label:58s} {secs:8.2f} s {rate / 1e6:8.2f} M ev/s  {100 * base / secs:5.1f}% of pyarrow  "
               f"panes={panes:,}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def curves(n: int, bundles: int) -> None:
+    """Events/second of the Default trigger as the key count and the windows per element grow."""
+    print(f"cost curves, events={n:,} bundles={bundles}")
+    for keys in (10_000, 100_000, 1_000_000):
+        secs, panes = run_operator(make_events(n, keys), "tumbling(1 minute)", "Default()", bundles)
+        print(f"  tumbling(1 minute) keys={keys:>9,}: {n / secs / 1e6:6.2f} M ev/s  panes={panes:,}")
+    events = make_events(n, 10_000)
+    for ratio in (1, 5, 15, 60):
+        secs, panes = run_operator(events, f"sliding({ratio} minutes, 1 minute)", "Default()", bundles)
+        print(f"  sliding size/slide={ratio:>2} keys=10,000: {n / secs / 1e6:6.2f} M ev/s  "
+              f"({n * ratio / secs / 1e6:6.2f} M (event, window) pairs/s)  panes={panes:,}")
 
 
 if __name__ == "__main__":

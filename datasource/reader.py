@@ -209,7 +209,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "max_event_us": max_event, "max_col_us": max_col,
             "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
         }
-        storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode())
+        storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
         if result.panes.num_rows:
             yield from result.panes.to_batches()
 

@@ -52,8 +52,11 @@ def exists(uri: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
-def write_atomic(uri: str, data: bytes) -> None:
-    """Write ``data`` so that readers see the old file or the whole new one, never a part."""
+def write_atomic(uri: str, data: bytes, *, durable: bool = True) -> None:
+    """Write ``data`` so that readers see the old file or the whole new one, never a part.
+
+    ``durable`` also flushes the bytes to disk before publishing them (state snapshots); small
+    files that are rewritten on replay anyway (reports) can skip it."""
     fs, path = filesystem(uri)
     parent = path.rsplit("/", 1)[0]
     fs.create_dir(parent, recursive=True)
@@ -61,8 +64,9 @@ def write_atomic(uri: str, data: bytes) -> None:
         tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
         with fs.open_output_stream(tmp) as f:
             f.write(data)
-        with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
-            os.fsync(fh.fileno())
+        if durable:
+            with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     else:
         with fs.open_output_stream(path) as f:
