@@ -299,6 +299,47 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
     return rows, res, partials
 
 
+#: Aggregates whose partial states combine by sum/min/max (usable for per-slide pre-aggregation).
+COMBINABLE = frozenset({"sum", "avg", "count", "count_star", "min", "max"})
+
+
+def combine_partials(aggs: list[BoundAggregate], g: np.ndarray, src: np.ndarray, res: dict[str, np.ndarray],
+                     partials: dict[str, Any]) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+    """Combine partial aggregates (rows ``src`` of ``res``/``partials``) per target row ``g``:
+    the second stage of per-slide pre-aggregation. Only for ``COMBINABLE`` aggregates."""
+    take = pa.array(src)
+    cols: dict[str, Any] = {"__g": pa.array(g, pa.int64()), "n": pa.array(res["n"][src]),
+                            "min_ts": pa.array(res["min_ts"][src]), "max_ts": pa.array(res["max_ts"][src])}
+    specs = [("n", "sum"), ("min_ts", "min"), ("max_ts", "max")]
+    if "hold_min" in res:
+        cols["hold_min"], cols["hold_max"] = pa.array(res["hold_min"][src]), pa.array(res["hold_max"][src])
+        specs += [("hold_min", "min"), ("hold_max", "max")]
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        for name, part in ((p + "s", "sum"), (p + "n", "sum"), (p + "v", f)):
+            if name in partials:
+                v = partials[name]
+                cols[name] = v.take(take) if isinstance(v, (pa.Array, pa.ChunkedArray)) else pa.array(v[src])
+                specs.append((name, part if name != p + "v" else ("min" if f == "min" else "max")))
+    out = pa.table(cols).group_by("__g", use_threads=False).aggregate(specs)
+    rows = out.column("__g").to_numpy()
+    new_res = {"n": out.column("n_sum").to_numpy(), "min_ts": out.column("min_ts_min").to_numpy(),
+               "max_ts": out.column("max_ts_max").to_numpy()}
+    if "hold_min" in res:
+        new_res["hold_min"] = out.column("hold_min_min").to_numpy()
+        new_res["hold_max"] = out.column("hold_max_max").to_numpy()
+    new_parts: dict[str, Any] = {}
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        if p + "s" in partials:
+            new_parts[p + "s"] = out.column(f"{p}s_sum").to_numpy()
+        if p + "n" in partials:
+            new_parts[p + "n"] = out.column(f"{p}n_sum").to_numpy()
+        if p + "v" in partials:
+            new_parts[p + "v"] = out.column(f"{p}v_{'min' if f == 'min' else 'max'}")
+    return rows, new_res, new_parts
+
+
 def _typed(arr):
     """Arrow's hash aggregates have no kernels for the null type (an all-null column of a first
     bundle whose type was inferred); an all-null int64 column aggregates the same."""

@@ -35,6 +35,7 @@ from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, LATE_FIELDS, L
                                    TIMING_EARLY, TIMING_LATE, TIMING_ON_TIME, pane_schema)
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE, Ctx
+from spark_windowing.windows import Sliding
 
 TIMINGS = np.array([TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE], dtype=object)
 _TIMING_ARRAY = pa.array(TIMINGS.tolist(), pa.string())
@@ -244,6 +245,14 @@ class WindowedOperator:
             events, key_table = events.filter(keep), key_table.filter(keep)
             ts = ts[valid]
             gap = gap[valid] if gap is not None else None
+        n0 = self.num_windows
+        fast_parts: list[tuple[np.ndarray, dict]] = []
+        fast = None if spec.window.count_based or spec.window.merging else self._bucketable(ts)
+        if fast is not None and fast.any():
+            sel = pa.array(fast)
+            fast_parts.append(self._add_buckets(events.filter(sel), key_table.filter(sel), ts[fast]))
+            rest = pa.array(~fast)
+            events, key_table, ts = events.filter(rest), key_table.filter(rest), ts[~fast]
         if spec.window.count_based:
             idx, ws = spec.window.assign_ordinals(self._ordinals(key_table))
             we = np.full(len(ws), GLOBAL_END, dtype=np.int64)
@@ -273,28 +282,77 @@ class WindowedOperator:
         touched = np.zeros(n, dtype=bool)
         n_new = np.zeros(n, dtype=np.int64)
         min_ts_new = np.full(n, NONE, dtype=np.int64)
+        for rows, res in fast_parts:
+            touched[rows] = True
+            n_new[rows] += res["n"]
+            min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
         if len(idx) == 0:
             return touched, n_new, min_ts_new
         needed = [a.spec.column for a in self.aggs if a.spec.column is not None]
         pairs = events if any(a.spec.func == "custom" for a in self.aggs) else events.select(sorted(set(needed)))
-        pairs = pairs.take(pa.array(idx))
-        pts = ts[idx]
+        rows, res = self._fold(g, pairs.take(pa.array(idx)), ts[idx])
+        touched[rows] = True
+        n_new[rows] += res["n"]
+        min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
+        return touched, n_new, min_ts_new
+
+    def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state."""
         hold = None
-        if spec.timestamp_combiner != "end_of_window":
+        if self.spec.timestamp_combiner != "end_of_window":
             hold = np.where(pts >= self.wm, pts, _I64_MAX)
         rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold)
+        self._merge_into(rows, res, partials)
+        return rows, res
+
+    def _merge_into(self, rows: np.ndarray, res: dict, partials: dict) -> None:
         agg.merge_partials(self.aggs, self.cols, rows, partials)
-        if hold is not None:
+        if "hold_min" in res:
             self.cols["hold_min"][rows] = np.minimum(self.cols["hold_min"][rows], res["hold_min"])
             self.cols["hold_max"][rows] = np.maximum(self.cols["hold_max"][rows], res["hold_max"])
-        touched[rows] = True
-        n_new[rows] = res["n"]
-        min_ts_new[rows] = res["min_ts"]
-        if spec.window.count_based:
+        if self.spec.window.count_based:
             self.cols["cnt"][rows] += res["n"]
             self.cols["tmin"][rows] = np.minimum(self.cols["tmin"][rows], res["min_ts"])
             self.cols["tmax"][rows] = np.maximum(self.cols["tmax"][rows], res["max_ts"])
-        return touched, n_new, min_ts_new
+
+    def _bucketable(self, ts: np.ndarray) -> np.ndarray | None:
+        """Elements that may take the per-slide path: sliding windows with size a multiple of
+        slide, combinable aggregates only, no finished windows, and every window of the element
+        still alive (its earliest window ends at bucket + slide)."""
+        w = self.spec.window
+        if not isinstance(w, Sliding) or w.size % w.slide or w.size == w.slide:
+            return None
+        if any(a.spec.func not in agg.COMBINABLE for a in self.aggs):
+            return None
+        if self.num_windows and self.cols["closed"].any():
+            return None
+        bucket = (ts - w.offset) // w.slide * w.slide + w.offset
+        return bucket + w.slide + self.spec.allowed_lateness > self.wm
+
+    def _add_buckets(self, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Sliding windows the "panes" way: pre-aggregate per (key, slide bucket), then combine
+        each bucket's partials into its size/slide windows — work per bucket, not per (event,
+        window) pair."""
+        w = self.spec.window
+        k = w.size // w.slide
+        start = (ts - w.offset) // w.slide * w.slide + w.offset
+        kid = _factorize([key_table])[0]
+        b_ids = pd.factorize(start)[0]
+        bucket = pd.factorize(kid * (int(b_ids.max()) + 1) + b_ids)[0].astype(np.int64)
+        needed = sorted({a.spec.column for a in self.aggs if a.spec.column is not None})
+        hold = None
+        if self.spec.timestamp_combiner != "end_of_window":
+            hold = np.where(ts >= self.wm, ts, _I64_MAX)
+        b_rows, b_res, b_part = agg.preaggregate(self.aggs, events.select(needed), bucket, ts, hold)
+        first = np.empty(int(bucket.max()) + 1, dtype=np.int64)
+        first[bucket[::-1]] = np.arange(len(bucket))[::-1]
+        rep = first[b_rows]                                   # an element of each bucket
+        src = np.repeat(np.arange(len(b_rows)), k)            # expanded row -> bucket partial
+        ws = (start[rep][:, None] - np.arange(k, dtype=np.int64)[None, :] * w.slide).ravel()
+        g, _ = self._assign_fixed(key_table.take(pa.array(rep[src])), ws, ws + w.size)
+        rows, res, partials = agg.combine_partials(self.aggs, g, src, b_res, b_part)
+        self._merge_into(rows, res, partials)
+        return rows, res
 
     def _ordinals(self, key_table: pa.Table) -> np.ndarray:
         """Per-key arrival ordinals of this batch's elements, continuing the counts so far."""
