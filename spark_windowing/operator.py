@@ -260,10 +260,7 @@ class WindowedOperator:
             idx, ws, we = spec.window.assign(ts, gap)
         too_late = we + spec.allowed_lateness <= self.wm
         if too_late.any():
-            metrics["too_late"] = int(too_late.sum())
-            sel = np.flatnonzero(too_late)
-            late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), LATE_REASON_TOO_LATE,
-                                              ws[sel], we[sel]))
+            self._drop_pairs(too_late, LATE_REASON_TOO_LATE, events, idx, ws, we, late_parts, metrics)
             ok = ~too_late
             idx, ws, we = idx[ok], ws[ok], we[ok]
         pair_keys = key_table.take(pa.array(idx))
@@ -272,10 +269,7 @@ class WindowedOperator:
         else:
             g, closed = self._assign_fixed(pair_keys, ws, we)
         if closed.any():
-            metrics["closed"] = int(closed.sum())
-            sel = np.flatnonzero(closed)
-            late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), LATE_REASON_CLOSED,
-                                              ws[sel], we[sel]))
+            self._drop_pairs(closed, LATE_REASON_CLOSED, events, idx, ws, we, late_parts, metrics)
             ok = ~closed
             idx, g = idx[ok], g[ok]
         n = self.num_windows
@@ -295,6 +289,12 @@ class WindowedOperator:
         n_new[rows] += res["n"]
         min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
         return touched, n_new, min_ts_new
+
+    def _drop_pairs(self, mask, reason, events, idx, ws, we, late_parts, metrics) -> None:
+        """Send the (element, window) pairs in ``mask`` to the late output with ``reason``."""
+        metrics[reason] = int(mask.sum())
+        sel = np.flatnonzero(mask)
+        late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), reason, ws[sel], we[sel]))
 
     def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray) -> tuple[np.ndarray, dict]:
         """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state."""
