@@ -24,6 +24,7 @@ KNOWN_OPTIONS = {
     "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
+    "statebuckets", "statememoryrows",
     # generator
     "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
     "starttime",
@@ -62,6 +63,8 @@ class SourceConfig:
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     processing_time_windows: bool = False
     query_name: str | None = None
+    state_buckets: int = 64                  # key buckets per shard (unit of loading / spilling / rewriting)
+    state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int = 0, default: int | None = None) -> int | None:
@@ -138,6 +141,8 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         starting_version=_int(options, "startingVersion", minimum=0),
         schema_ddl=options.get("schema"), generator=gen, processing_time_windows=processing_time,
         query_name=options.get("queryname"),
+        state_buckets=_int(options, "stateBuckets", minimum=1, default=64),
+        state_memory_rows=_int(options, "stateMemoryRows", minimum=1, default=2_000_000),
     )
 
 

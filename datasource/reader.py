@@ -41,11 +41,18 @@ from pyspark.sql.types import StructType
 from datasource import storage, upstream
 from datasource._types import arrow_to_spark_schema
 from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
-from spark_windowing import state as snapshots
 from spark_windowing._time import MAX_TIME, MIN_TIME
 from spark_windowing.errors import SnapshotError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.panes import TIMESTAMP
+from spark_windowing.store import StateStore, collect_garbage, manifest_digest, manifest_uri
+
+#: Open state stores of this Python worker, by (state location, shard): the next micro-batch of a
+#: shard that lands here continues from memory instead of re-reading its state (Spark's state
+#: store providers do the same on executors). Only a store whose offset and manifest match the
+#: batch's start is reused; anything else is loaded from the state location.
+_STORES: dict[tuple[str, int], StateStore] = {}
+_MAX_CACHED_STORES = 4
 
 
 def input_schema(cfg: SourceConfig) -> pa.Schema:
@@ -70,8 +77,8 @@ class ShardPartition(InputPartition):
         self.shard, self.start, self.end, self.planned = shard, start, end, planned
 
 
-def snapshot_uri(cfg: SourceConfig, shard: int, seq: int) -> str:
-    return f"{cfg.state_location}/shards/{shard:04d}/{seq:012d}.snap"
+def store_root(cfg: SourceConfig, shard: int) -> str:
+    return f"{cfg.state_location}/shards/{shard:04d}"
 
 
 def report_uri(cfg: SourceConfig, seq: int, shard: int) -> str:
@@ -155,10 +162,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Spark has finished everything up to ``end``: drop older snapshots and reports."""
         keep_from = int(end["seq"])
         for shard in range(self.cfg.shards):
-            for info in storage.list_dir(f"{self.cfg.state_location}/shards/{shard:04d}"):
-                name = info.base_name
-                if name.endswith(".snap") and name[:-5].isdigit() and int(name[:-5]) < keep_from:
-                    storage.delete(_uri_like(self.cfg.state_location, info.path))
+            collect_garbage(storage, store_root(self.cfg, shard), keep_from)
         for info in storage.list_dir(f"{self.cfg.state_location}/reports"):
             if info.base_name.isdigit() and int(info.base_name) < keep_from - 20:
                 storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
@@ -182,8 +186,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, ShardPartition)
         t0 = time.perf_counter()
         cfg, shard, start, end = self.cfg, partition.shard, partition.start, partition.end
-        op = load_operator(cfg, shard, int(start["seq"]))
-        events = self._events(partition)
+        store = open_store(cfg, shard, int(start["seq"]))
+        op = store.op
+        events, key_hash = self._events(partition)
         max_event = max_col = None
         if events.num_rows:
             ts, valid = op.event_times(events)
@@ -192,19 +197,23 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if cfg.watermark.kind == "column":
                 wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
                 max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
-        result = op.step(events if events.num_rows else None, watermark=int(end["wm"]),
-                         processing_time=int(end["bt"]), batch_seq=int(end["seq"]))
+        result = store.step(events if events.num_rows else None, watermark=int(end["wm"]),
+                            processing_time=int(end["bt"]), batch_seq=int(end["seq"]), key_hash=key_hash)
         if cfg.late_data_path and result.late.num_rows:
             write_late_rows(cfg, shard, int(end["seq"]), result.late)
-        blob = snapshots.snapshot(op)
-        storage.write_atomic(snapshot_uri(cfg, shard, int(end["seq"])), blob)
-        ev_timer, pt_timer = op.next_timers()
+        written = store.persist(int(end["seq"]))
+        store.evict()
+        _STORES.pop((cfg.state_location, shard), None)
+        _STORES[(cfg.state_location, shard)] = store
+        while len(_STORES) > _MAX_CACHED_STORES:
+            _STORES.pop(next(iter(_STORES)))
+        ev_timer, pt_timer = store.next_timers()
         m = result.metrics
         report = {
             "events_in": int(events.num_rows), "panes_trigger": m.get("panes_trigger", 0),
             "panes_retraction": m.get("panes_retraction", 0), "late_dropped": m.get("late_dropped", 0),
             "malformed": m.get("malformed", 0), "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
-            "state_rows": op.num_windows, "state_bytes": len(blob),
+            "state_rows": store.num_windows, "state_bytes": written,
             "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
             "max_event_us": max_event, "max_col_us": max_col,
             "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
@@ -213,19 +222,23 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if result.panes.num_rows:
             yield from result.panes.to_batches()
 
-    def _events(self, partition: ShardPartition) -> pa.Table:
+    def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
+        """This shard's events of the batch, and their key hashes (shared with the state store)."""
         cfg = self.cfg
         columns = None if cfg.late_data_path else needed_columns(cfg)
         table = upstream.read_batch(cfg, partition.planned, columns)
-        if cfg.shards > 1 and cfg.spec.key_columns and table.num_rows:
-            mask = upstream.shard_of(table, cfg.spec.key_columns, cfg.shards) == partition.shard
-            table = table.filter(pa.array(mask))
+        key_hash = None
+        if cfg.spec.key_columns and table.num_rows:
+            key_hash = upstream.key_hash(table, cfg.spec.key_columns)
+            if cfg.shards > 1:
+                mine = np.flatnonzero(key_hash % np.uint64(cfg.shards) == partition.shard)
+                table, key_hash = table.take(pa.array(mine)), key_hash[mine]
         elif partition.shard != 0 and (cfg.shards == 1 or not cfg.spec.key_columns):
             table = table.slice(0, 0)
         if cfg.processing_time_windows:
             bt = pa.array(np.full(table.num_rows, int(partition.end["bt"]), dtype=np.int64)).cast(TIMESTAMP)
             table = table.append_column(PROC_TIME_COLUMN, bt)
-        return table
+        return table, key_hash
 
 
 def needed_columns(cfg: SourceConfig) -> list[str] | None:
@@ -252,16 +265,20 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
     return tops
 
 
-def load_operator(cfg: SourceConfig, shard: int, seq: int) -> WindowedOperator:
-    """The shard's operator as of offset ``seq`` (a fresh one at seq 0); SnapshotError if missing."""
-    if seq == 0:
-        return WindowedOperator(cfg.spec, input_schema(cfg))
-    uri = snapshot_uri(cfg, shard, seq)
-    blob = storage.read_bytes(uri, missing_ok=True)
-    if blob is None:
-        raise SnapshotError(f"missing state snapshot {uri} (shard {shard}, batch {seq}): the state location "
-                            "must not be cleaned or changed while the query's checkpoint refers to it")
-    return snapshots.restore(cfg.spec, blob, where=uri)
+def open_store(cfg: SourceConfig, shard: int, seq: int) -> StateStore:
+    """The shard's state as of offset ``seq``: this worker's open store when it is exactly that
+    state (same offset, same manifest on storage), else opened from the manifest (empty at 0).
+    A missing or corrupt snapshot raises SnapshotError."""
+    root = store_root(cfg, shard)
+    kw = dict(buckets=cfg.state_buckets, max_rows=cfg.state_memory_rows)
+    cached = _STORES.pop((cfg.state_location, shard), None)
+    if cached is not None and cached.op.seq == seq and cached.spec == cfg.spec and seq > 0 \
+            and cached.n_buckets == cfg.state_buckets:
+        blob = storage.read_bytes(manifest_uri(root, seq), missing_ok=True)
+        if blob is not None and manifest_digest(blob) == cached.manifest_digest:
+            cached.max_rows = cfg.state_memory_rows
+            return cached
+    return StateStore.open(cfg.spec, storage, root, seq, input_schema(cfg), **kw)
 
 
 def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:

@@ -47,6 +47,13 @@ def read_bytes(uri: str, *, missing_ok: bool = False) -> bytes | None:
         raise
 
 
+def read_range(uri: str, offset: int, length: int) -> bytes:
+    """``length`` bytes at ``offset`` (random access; one ranged GET on object stores)."""
+    fs, path = filesystem(uri)
+    with fs.open_input_file(path) as f:
+        return f.read_at(length, offset)
+
+
 def exists(uri: str) -> bool:
     fs, path = filesystem(uri)
     return fs.get_file_info(path).type != pafs.FileType.NotFound

@@ -16,7 +16,6 @@ keys (``shard_of``), projecting just the needed columns.
 from __future__ import annotations
 
 import json
-import zlib
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ import pyarrow.parquet as pq
 
 from datasource import storage
 from datasource.options import GeneratorConfig, SourceConfig
+from spark_windowing._hash import hash_columns, mix as _mix
 from spark_windowing.errors import OptionError
 from spark_windowing.operator import get_column
 
@@ -235,33 +235,14 @@ def generate(g: GeneratorConfig, start: int, end: int) -> pa.Table:
     }, schema=GENERATOR_SCHEMA)
 
 
-def _mix(i: np.ndarray, seed: int) -> np.ndarray:
-    """A stateless 64-bit hash (splitmix64) of index and seed: reproducible anywhere."""
-    with np.errstate(over="ignore"):
-        z = (i.astype(np.uint64) + np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)) * np.uint64(1)
-        z = z + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z = z ^ (z >> np.uint64(31))
-    return z
-
-
 # ---------------------------------------------------------------------- sharding
+def key_hash(table: pa.Table, key_columns: tuple[str, ...]) -> np.ndarray:
+    """A stable uint64 hash of the key columns per row (per distinct key, not per row)."""
+    return hash_columns([get_column(table, name) for name in key_columns], table.num_rows)
+
+
 def shard_of(table: pa.Table, key_columns: tuple[str, ...], shards: int) -> np.ndarray:
-    """Shard number per row: a stable hash of the key columns (per distinct key, not per row)."""
+    """Shard number per row: the key hash modulo the shard count."""
     if shards == 1 or not key_columns or table.num_rows == 0:
         return np.zeros(table.num_rows, dtype=np.int64)
-    acc = np.zeros(table.num_rows, dtype=np.uint64)
-    for name in key_columns:
-        col = get_column(table, name)
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        if pa.types.is_integer(col.type):  # vectorized: no Python per value
-            hashed = _mix(col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), 0x5EED)
-        else:  # hash each distinct value once
-            enc = pc.dictionary_encode(col)
-            codes = np.array([zlib.crc32(repr(v).encode()) for v in enc.dictionary.to_pylist()], dtype=np.uint64)
-            hashed = codes[enc.indices.fill_null(0).to_numpy(zero_copy_only=False)]
-        with np.errstate(over="ignore"):
-            acc = acc * np.uint64(1_000_003) + hashed
-    return (acc % np.uint64(shards)).astype(np.int64)
+    return (key_hash(table, key_columns) % np.uint64(shards)).astype(np.int64)

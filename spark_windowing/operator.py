@@ -43,6 +43,7 @@ _EARLY, _ON_TIME, _LATE = 0, 1, 2
 _NOKEY = "__nokey"
 _I64_MAX = np.iinfo(np.int64).max
 _I64_MIN = np.iinfo(np.int64).min
+_MERGED_FIRST = 1 << 62  # pane order: retractions of merged-away sessions first, then by row id
 
 # Row-level columns every window has: name -> (dtype, default).
 _BASE_COLUMNS: dict[str, tuple[object, object]] = {
@@ -56,6 +57,8 @@ _BASE_COLUMNS: dict[str, tuple[object, object]] = {
     "lp_idx": (np.int64, -1),          # last emitted TRIGGER: index, timing, timestamp
     "lp_timing": (np.int8, 0),
     "lp_ts": (np.int64, 0),
+    "rid": (np.int64, 0),              # row id: creation order, orders panes independently of row position
+    "bkt": (np.int64, -1),             # state-store key bucket (-1 until the store assigns it)
 }
 
 
@@ -92,6 +95,7 @@ class WindowedOperator:
         self.seq = -1
         self.input_schema: pa.Schema | None = None
         self.key_counts: dict[tuple, int] = {}  # count windows: elements seen per key
+        self.next_rid = 0  # next row id (``rid``): row ids grow in creation order, never reused
         self.aggs: list[agg.BoundAggregate] = []
         self.keys: pa.Table | None = None
         self.cols: dict[str, np.ndarray] = {}
@@ -431,6 +435,8 @@ class WindowedOperator:
                 new = ws.astype(np.int64)
             elif name == "we":
                 new = we.astype(np.int64)
+            elif name == "rid":
+                new = np.arange(self.next_rid, self.next_rid + m, dtype=np.int64)
             elif name.endswith(":o"):
                 new = next(a for a in self.aggs if name.startswith(a.prefix)).fresh_objects(m)
             elif dt is object:
@@ -440,6 +446,7 @@ class WindowedOperator:
             else:
                 new = np.full(m, default, dtype=dt)
             self.cols[name] = np.concatenate([self.cols[name], new])
+        self.next_rid += m
         return np.arange(start, start + m, dtype=np.int64)
 
     def _keep_rows(self, keep: np.ndarray) -> None:
@@ -526,6 +533,9 @@ class WindowedOperator:
             sess_new = np.flatnonzero(need_new)
             rep_pair = np.full(n_sess, -1, dtype=np.int64)
             rep_pair[pair_sid[::-1]] = np.arange(len(ws))[::-1]
+            # create in order of each session's first pair: row ids must not depend on which
+            # rows happen to be in memory (the state store loads key buckets lazily)
+            sess_new = sess_new[np.argsort(rep_pair[sess_new], kind="stable")]
             target[sess_new] = self._append_rows(pair_keys.take(pa.array(rep_pair[sess_new])),
                                                  s_start[sess_new], s_end[sess_new])
             merged_away = np.flatnonzero(need_new[ex_sid] if len(ex_rows) else np.zeros(0, bool))
@@ -549,7 +559,7 @@ class WindowedOperator:
         if self.spec.retracting:
             fired = self.cols["lp_idx"][src] >= 0
             if fired.any():
-                pane_parts.append((np.full(int(fired.sum()), -1, dtype=np.int64),
+                pane_parts.append((self.cols["rid"][src[fired]] * 2 - _MERGED_FIRST,
                                    self._retractions(src[fired])))
         for name, column in self.spec.trigger.columns():
             col = self.cols[name]
@@ -617,12 +627,12 @@ class WindowedOperator:
         if spec.retracting:
             prior = cols["lp_idx"][e_rows] >= 0
             if prior.any():
-                pane_parts.append((e_rows[prior] * 2, self._retractions(e_rows[prior])))
+                pane_parts.append((cols["rid"][e_rows[prior]] * 2, self._retractions(e_rows[prior])))
         if emit.any():
             sel = pa.array(np.flatnonzero(emit))
             table = self._pane_table(e_rows, ws[emit], we[emit], [v.take(sel) for v in values],
                                      KIND_TRIGGER, timing[emit], cols["pidx"][e_rows], final[emit], pts[emit])
-            pane_parts.append((e_rows * 2 + 1, table))
+            pane_parts.append((cols["rid"][e_rows] * 2 + 1, table))
         # bookkeeping
         cols["lp_idx"][e_rows] = cols["pidx"][e_rows]
         cols["lp_timing"][e_rows] = timing[emit]
@@ -728,18 +738,51 @@ class WindowedOperator:
         """
         if self.num_windows == 0:
             return MAX_TIME, MAX_TIME
+        ev, pt = self.row_timers(expiry=False)
+        return int(ev.min(initial=MAX_TIME)), int(pt.min(initial=MAX_TIME))
+
+    def row_timers(self, expiry: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Per window: the earliest watermark and processing time at which a step would change it
+        without new elements (a pending end-of-window or trigger timer; with ``expiry``, also its
+        removal at end + allowedLateness). MAX_TIME where none. The state store keeps these per
+        key bucket, so a bucket out of memory is loaded exactly when a step could change it."""
+        n = self.num_windows
         cols = self.cols
         live = ~cols["closed"]
-        c = Ctx(cols, cols["we"], self.wm, self.proc, np.zeros(self.num_windows, np.int64),
-                np.zeros(self.num_windows, np.int64))
-        ev, pt = self.spec.trigger.timers(c, "")
-        ev_min = int(cols["we"][live & cols["eow"]].min(initial=MAX_TIME))
-        for t in ev:
-            ev_min = min(ev_min, int(t[live].min(initial=MAX_TIME)))
-        pt_min = MAX_TIME
-        for t in pt:
-            pt_min = min(pt_min, int(t[live].min(initial=MAX_TIME)))
-        return ev_min, pt_min
+        c = Ctx(cols, cols["we"], self.wm, self.proc, np.zeros(n, np.int64), np.zeros(n, np.int64))
+        ev_t, pt_t = self.spec.trigger.timers(c, "")
+        ev = np.where(live & cols["eow"], cols["we"], MAX_TIME)
+        for t in ev_t:
+            ev = np.minimum(ev, np.where(live, t, MAX_TIME))
+        pt = np.full(n, MAX_TIME, dtype=np.int64)
+        for t in pt_t:
+            pt = np.minimum(pt, np.where(live, t, MAX_TIME))
+        if expiry and not self.spec.window.count_based:
+            ev = np.minimum(ev, np.minimum(cols["we"], MAX_TIME - self.spec.allowed_lateness)
+                            + self.spec.allowed_lateness)
+        return ev.astype(np.int64), pt
+
+    # ------------------------------------------------------------------ rows in and out (state store)
+    def export_rows(self, rows: np.ndarray) -> pa.Table:
+        """The windows at ``rows`` as an Arrow table (key columns, then ``s:<state column>``)."""
+        from spark_windowing.state import rows_to_table
+        return rows_to_table(self, rows)
+
+    def import_rows(self, table: pa.Table) -> None:
+        """Append windows exported by ``export_rows`` (in any order; panes are ordered by row id)."""
+        from spark_windowing.state import table_to_cols
+        if table.num_rows == 0:
+            return
+        assert self.keys is not None
+        keys, cols = table_to_cols(self, table)
+        self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks() \
+            if self.keys.num_rows else keys.cast(self.keys.schema)
+        for name in self.cols:
+            self.cols[name] = np.concatenate([self.cols[name], cols[name]])
+
+    def drop_rows(self, drop: np.ndarray) -> None:
+        """Remove the windows where ``drop`` is true from memory (they live on in the store)."""
+        self._keep_rows(~drop)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -25,41 +25,80 @@ from spark_windowing.operator import WindowedOperator
 from spark_windowing.spec import OperatorSpec
 
 MAGIC = b"SWSNAP\x00\x01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: row ids (``rid``, ``next_rid``)
+
+
+def rows_to_table(op: WindowedOperator, rows: np.ndarray | None = None) -> pa.Table:
+    """Windows of ``op`` (all, or those at ``rows``) as one Arrow table: the key columns, then
+    ``s:<name>`` per state column; Python-object cells pickled, datetime64 as int64."""
+    assert op.keys is not None
+    keys = op.keys if rows is None else op.keys.take(pa.array(rows, pa.int64()))
+    arrays, names = list(keys.columns), list(keys.column_names)
+    for name, col in op.cols.items():
+        col = col if rows is None else col[rows]
+        if col.dtype == object:
+            arrays.append(pa.array([pickle.dumps(v, protocol=5) for v in col.tolist()], pa.binary()))
+        elif np.issubdtype(col.dtype, np.datetime64):
+            arrays.append(pa.array(col.astype("int64"), pa.int64()))
+        else:
+            arrays.append(pa.array(col))
+        names.append("s:" + name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def column_kinds(op: WindowedOperator) -> dict[str, str]:
+    return {name: ("pickle" if col.dtype == object else
+                   f"dt:{col.dtype.str}" if np.issubdtype(col.dtype, np.datetime64) else "np")
+            for name, col in op.cols.items()}
+
+
+def table_to_cols(op: WindowedOperator, table: pa.Table, kinds: dict[str, str] | None = None
+                  ) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """Inverse of ``rows_to_table`` for an operator bound to the same input schema."""
+    kinds = kinds or column_kinds(op)
+    keys = table.select(list(op.keys.column_names)).combine_chunks() if op.keys is not None else None
+    cols: dict[str, np.ndarray] = {}
+    for name, kind in kinds.items():
+        col = table.column("s:" + name)
+        if kind == "pickle":
+            arr = np.empty(len(col), dtype=object)
+            arr[:] = [pickle.loads(v) for v in col.to_pylist()]
+        elif kind.startswith("dt:"):
+            arr = col.to_numpy().astype(np.dtype(kind[3:]))
+        else:
+            arr = col.to_numpy().copy() if col.num_chunks == 1 else col.combine_chunks().to_numpy(zero_copy_only=False).copy()
+        cols[name] = arr
+    return keys, cols
+
+
+def extra_state(op: WindowedOperator) -> dict:
+    """Operator state kept outside the window rows (per-key element counts, element buffers)."""
+    return {"key_counts": op.key_counts}
+
+
+def restore_extra(op: WindowedOperator, extra: dict) -> None:
+    op.key_counts = extra["key_counts"]
 
 
 def snapshot(op: WindowedOperator) -> bytes:
     """Serialize ``op`` (its spec is identified by fingerprint, not stored)."""
     header: dict[str, object] = {
         "version": FORMAT_VERSION, "fingerprint": op.spec.fingerprint(),
-        "wm": op.wm, "proc": op.proc, "seq": op.seq, "bound": op.bound,
+        "wm": op.wm, "proc": op.proc, "seq": op.seq, "bound": op.bound, "next_rid": op.next_rid,
     }
     body = b""
     if op.bound:
         assert op.keys is not None and op.input_schema is not None
         sink = io.BytesIO()
         schema_buf = op.input_schema.serialize().to_pybytes()
-        arrays, names = list(op.keys.columns), list(op.keys.column_names)
-        kinds = {}
-        for name, col in op.cols.items():
-            if col.dtype == object:
-                arrays.append(pa.array([pickle.dumps(v, protocol=5) for v in col.tolist()], pa.binary()))
-                kinds[name] = "pickle"
-            elif np.issubdtype(col.dtype, np.datetime64):
-                arrays.append(pa.array(col.astype("int64"), pa.int64()))
-                kinds[name] = f"dt:{col.dtype.str}"
-            else:
-                arrays.append(pa.array(col))
-                kinds[name] = "np"
-            names.append("s:" + name)
-        table = pa.Table.from_arrays(arrays, names=names)
+        table = rows_to_table(op)
         with pa.ipc.new_stream(sink, table.schema) as w:
             w.write_table(table)
-        extra = pickle.dumps({"key_counts": op.key_counts}, protocol=5)
+        extra = pickle.dumps(extra_state(op), protocol=5)
         ipc = sink.getvalue()
         body = schema_buf + ipc + extra
         header.update({"schema_len": len(schema_buf), "ipc_len": len(ipc), "keys": list(op.keys.column_names),
-                       "kinds": kinds})
+                       "kinds": column_kinds(op)})
     header["sha256"] = hashlib.sha256(body).hexdigest()
     header["body_len"] = len(body)
     h = json.dumps(header, sort_keys=True).encode()
@@ -94,16 +133,7 @@ def restore(spec: OperatorSpec, blob: bytes, *, where: str = "snapshot") -> Wind
     op.bind(schema)
     ipc_end = header["schema_len"] + header["ipc_len"]
     table = pa.ipc.open_stream(body[header["schema_len"]:ipc_end]).read_all()
-    op.key_counts = pickle.loads(body[ipc_end:])["key_counts"]
-    op.keys = table.select(header["keys"]).combine_chunks()
-    for name, kind in header["kinds"].items():
-        col = table.column("s:" + name)
-        if kind == "pickle":
-            arr = np.empty(len(col), dtype=object)
-            arr[:] = [pickle.loads(v) for v in col.to_pylist()]
-        elif kind.startswith("dt:"):
-            arr = col.to_numpy().astype(np.dtype(kind[3:]))
-        else:
-            arr = col.to_numpy(zero_copy_only=False).copy()
-        op.cols[name] = arr
+    restore_extra(op, pickle.loads(body[ipc_end:]))
+    op.next_rid = int(header["next_rid"])
+    op.keys, op.cols = table_to_cols(op, table, header["kinds"])
     return op

@@ -1,0 +1,338 @@
+"""The state store: an operator whose windows live in key buckets on storage.
+
+Windows are grouped into ``buckets`` by a stable hash of their key. A snapshot at offset ``seq``
+is a *manifest* (``<root>/<seq>.manifest``) naming, for every non-empty bucket, the byte range of
+its rows in a segment file (``<root>/seg-<seq>.bin``), plus the operator's scalar state. Writing a
+snapshot writes only the buckets the step changed — one segment file with those buckets, and the
+manifest — so its cost follows the changed state, not the total state (incremental snapshots).
+Segments accumulate; once the manifest refers to more than ``max_files`` segment files, the
+buckets of the oldest one are rewritten with the next snapshot (compaction), and files no
+manifest refers to any more are deleted by ``collect_garbage``.
+
+Buckets need not be in memory. A store opened from a manifest loads nothing; a step loads the
+buckets of its events' keys, and those whose windows have a timer due (the manifest keeps, per
+bucket, the earliest event-time and processing-time at which a step could change it). After a
+snapshot, buckets not used recently are dropped from memory while more than ``max_rows`` windows
+are resident (spilling: open windows that do not fit in memory stay on storage and are read back
+when needed). Results do not depend on what is resident: panes are ordered by row id, and row ids
+are assigned in an order that depends only on the events.
+
+Every segment range carries a CRC-32 and the manifest a SHA-256: a missing or corrupt snapshot raises
+``SnapshotError``, never a reset.
+
+Storage goes through ``io``, an object with ``read_bytes(uri, missing_ok=)``,
+``read_range(uri, offset, length)``, ``write_atomic(uri, data, durable=)``, ``exists(uri)``,
+``list_dir(uri)`` and ``delete(uri)`` (``datasource.storage``: local paths and any
+``pyarrow.fs`` URI).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io as _io
+import json
+import pickle
+import zlib
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from spark_windowing._hash import hash_columns, mix
+from spark_windowing._time import MAX_TIME
+from spark_windowing.errors import SnapshotError
+from spark_windowing.operator import StepResult, WindowedOperator, get_column
+from spark_windowing.spec import OperatorSpec
+from spark_windowing.state import column_kinds, extra_state, restore_extra
+
+MANIFEST_MAGIC = b"SWMANIF\x01"
+MANIFEST_VERSION = 1
+
+
+def _checksum(raw: bytes) -> str:
+    """CRC-32C-class integrity check of a segment range (corruption, truncation), cheap enough
+    to run on every byte read and written."""
+    return f"crc32:{zlib.crc32(raw):08x}"
+
+
+def manifest_uri(root: str, seq: int) -> str:
+    return f"{root}/{seq:012d}.manifest"
+
+
+def manifest_digest(blob: bytes) -> str:
+    """The SHA-256 a manifest's bytes carry (what ``StateStore.manifest_digest`` is compared with)."""
+    return blob[len(MANIFEST_MAGIC):len(MANIFEST_MAGIC) + 64].decode(errors="replace")
+
+
+def segment_uri(root: str, seq: int) -> str:
+    return f"{root}/seg-{seq:012d}.bin"
+
+
+class StateStore:
+    """A ``WindowedOperator`` with bucketed, lazily loaded, incrementally persisted state."""
+
+    def __init__(self, spec: OperatorSpec, io: Any, root: str, input_schema: pa.Schema | None = None, *,
+                 buckets: int = 64, max_rows: int = 2_000_000, max_files: int = 8) -> None:
+        self.spec, self.io, self.root = spec, io, root.rstrip("/")
+        self.n_buckets, self.max_rows, self.max_files = int(buckets), int(max_rows), int(max_files)
+        self.op = WindowedOperator(spec, input_schema)
+        self.resident = np.ones(self.n_buckets, dtype=bool)   # a fresh store has everything in memory
+        self.dirty = np.zeros(self.n_buckets, dtype=bool)
+        self.last_used = np.zeros(self.n_buckets, dtype=np.int64)
+        # per bucket, as persisted: [rows, event-time trigger (with expiry), processing-time trigger,
+        # event-time timer (without expiry: what the source schedules batches for)]
+        self.summary = np.zeros((self.n_buckets, 4), dtype=np.int64)
+        self.summary[:, 1:] = MAX_TIME
+        self.loc: dict[int, tuple[str, int, int, str]] = {}  # bucket -> (segment name, offset, length, sha256)
+        self.manifest_digest: str | None = None
+        self.bytes_written = 0
+        self._schema: pa.Schema | None = None
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, spec: OperatorSpec, io: Any, root: str, seq: int, input_schema: pa.Schema | None = None,
+             **kw: Any) -> "StateStore":
+        """The store as of offset ``seq`` (empty at 0); nothing but the manifest is read."""
+        store = cls(spec, io, root, input_schema, **kw)
+        if seq == 0:
+            return store
+        uri = manifest_uri(store.root, seq)
+        blob = io.read_bytes(uri, missing_ok=True)
+        if blob is None:
+            raise SnapshotError(f"missing state snapshot {uri} (batch {seq}): the state location must not be "
+                                "cleaned or changed while the query's checkpoint refers to it")
+        store._load_manifest(blob, uri)
+        return store
+
+    def _load_manifest(self, blob: bytes, uri: str) -> None:
+        if not blob.startswith(MANIFEST_MAGIC) or len(blob) < len(MANIFEST_MAGIC) + 64:
+            raise SnapshotError(f"{uri}: not a spark-windowing state manifest (bad magic or truncated)")
+        digest, body = blob[len(MANIFEST_MAGIC):len(MANIFEST_MAGIC) + 64].decode(), blob[len(MANIFEST_MAGIC) + 64:]
+        if hashlib.sha256(body).hexdigest() != digest:
+            raise SnapshotError(f"{uri}: corrupt state manifest (checksum mismatch or truncated)")
+        m = json.loads(body)
+        if m.get("version") != MANIFEST_VERSION:
+            raise SnapshotError(f"{uri}: manifest version {m.get('version')} is not supported "
+                                f"(this build reads version {MANIFEST_VERSION})")
+        if m["fingerprint"] != self.spec.fingerprint():
+            raise SnapshotError(
+                f"{uri}: snapshot was written by a different windowing spec (fingerprint {m['fingerprint']}, "
+                f"current {self.spec.fingerprint()}: {self.spec.describe()}); restoring it would produce wrong "
+                "panes. Use a new stateLocation and checkpoint for the changed query.")
+        if m["buckets_n"] != self.n_buckets:
+            raise SnapshotError(f"{uri}: state was written with {m['buckets_n']} key buckets, this query uses "
+                                f"{self.n_buckets}; keep stateBuckets unchanged for a state location")
+        op = self.op
+        op.wm, op.proc, op.seq, op.next_rid = int(m["wm"]), int(m["proc"]), int(m["seq"]), int(m["next_rid"])
+        if m["schema"] is not None:
+            schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(m["schema"])))
+            if not op.bound or not op.input_schema.equals(schema):
+                op = self.op = WindowedOperator(self.spec, schema)
+                op.wm, op.proc, op.seq, op.next_rid = int(m["wm"]), int(m["proc"]), int(m["seq"]), int(m["next_rid"])
+        if m.get("extra"):
+            name, off, length, sha = m["extra"]
+            restore_extra(op, pickle.loads(self._read(f"{self.root}/{name}", off, length, sha, "operator extras")))
+        self.loc = {int(b): tuple(v[:4]) for b, v in m["buckets"].items()}  # type: ignore[misc]
+        self.summary[:, 0] = 0
+        self.summary[:, 1:] = MAX_TIME
+        for b, v in m["buckets"].items():
+            self.summary[int(b)] = v[4:8]
+        self.resident[:] = False
+        self.resident[[b for b in range(self.n_buckets) if b not in self.loc]] = True  # empty buckets
+        self.manifest_digest = digest
+
+    # ------------------------------------------------------------------ the step
+    @property
+    def num_windows(self) -> int:
+        return self.op.num_windows + int(self.summary[~self.resident, 0].sum())
+
+    def step(self, events: pa.Table | None, *, watermark: int | None = None,
+             processing_time: int | None = None, batch_seq: int | None = None,
+             key_hash: np.ndarray | None = None) -> StepResult:
+        """``WindowedOperator.step`` after loading the buckets the step can change. ``key_hash``:
+        the events' ``hash_columns`` of the key columns, if the caller has it already."""
+        op = self.op
+        if events is not None and events.num_rows and not op.bound:
+            op.bind(events.schema)
+        wm = op.wm if watermark is None else max(op.wm, int(watermark))
+        proc = op.proc if processing_time is None else max(op.proc, int(processing_time))
+        touched = np.zeros(self.n_buckets, dtype=bool)
+        if events is not None and events.num_rows and op.bound:
+            touched |= np.bincount(self.bucket_of(events, key_hash), minlength=self.n_buckets) > 0
+        due = (self.summary[:, 1] <= wm) | (self.summary[:, 2] <= proc)
+        self._load(np.flatnonzero((touched | due) & ~self.resident))
+        if op.num_windows:
+            ev, pt = op.row_timers()
+            rows_due = (ev <= wm) | (pt <= proc)
+            if rows_due.any():
+                touched |= np.bincount(op.cols["bkt"][rows_due], minlength=self.n_buckets) > 0
+        result = op.step(events, watermark=watermark, processing_time=processing_time, batch_seq=batch_seq)
+        self._assign_buckets()
+        self.dirty |= touched
+        self.last_used[touched] = op.seq
+        result.metrics["state_rows"] = self.num_windows
+        return result
+
+    def bucket_of(self, events: pa.Table, key_hash: np.ndarray | None = None) -> np.ndarray:
+        """Key bucket per row: the key hash (the same one shards use), re-mixed so buckets and
+        shards are independent."""
+        keys = self.spec.key_columns
+        if not keys:
+            return np.zeros(events.num_rows, dtype=np.int64)
+        h = key_hash if key_hash is not None else \
+            hash_columns([get_column(events, k) for k in keys], events.num_rows)
+        return (mix(h, 0xB0C4E7) % np.uint64(self.n_buckets)).astype(np.int64)
+
+    def _assign_buckets(self) -> None:
+        op = self.op
+        if not op.num_windows:
+            return
+        new = op.cols["bkt"] < 0
+        if new.any():
+            rows = np.flatnonzero(new)
+            op.cols["bkt"][rows] = self.bucket_of(op.keys.take(pa.array(rows)))
+
+    def next_timers(self) -> tuple[int, int]:
+        ev, pt = self.op.next_timers()
+        out = ~self.resident
+        ev = min(ev, int(self.summary[out, 3].min(initial=MAX_TIME)))
+        pt = min(pt, int(self.summary[out, 2].min(initial=MAX_TIME)))
+        return ev, pt
+
+    # ------------------------------------------------------------------ loading and spilling
+    def _read(self, uri: str, off: int, length: int, sha: str, what: str) -> bytes:
+        try:
+            raw = self.io.read_range(uri, off, length)
+        except FileNotFoundError:
+            raise SnapshotError(f"missing state segment {uri} ({what}): the state location must not "
+                                "be cleaned or changed while the query's checkpoint refers to it") from None
+        if len(raw) != length or _checksum(raw) != sha:
+            raise SnapshotError(f"{uri}: corrupt state segment ({what}: checksum mismatch or truncated)")
+        return raw
+
+    def _load(self, buckets: np.ndarray) -> None:
+        parts = []
+        for b in buckets.tolist():
+            name, off, length, sha = self.loc[b]
+            raw = self._read(f"{self.root}/{name}", off, length, sha, f"key bucket {b}")
+            parts.append(pa.ipc.read_record_batch(pa.py_buffer(raw), self._row_schema()))
+        if parts:
+            self.op.import_rows(pa.Table.from_batches(parts))
+        self.resident[buckets] = True
+
+    def _row_schema(self) -> pa.Schema:
+        if self._schema is None:
+            self._schema = self.op.export_rows(np.zeros(0, dtype=np.int64)).schema
+        return self._schema
+
+    def evict(self) -> int:
+        """Drop least recently used (clean) buckets from memory while more than ``max_rows``
+        windows are resident; returns the windows dropped. Call after ``persist``."""
+        op = self.op
+        if op.num_windows <= self.max_rows:
+            return 0
+        assert not self.dirty.any(), "evict() after persist()"
+        counts = np.bincount(op.cols["bkt"], minlength=self.n_buckets)
+        order = [b for b in np.argsort(self.last_used, kind="stable").tolist() if self.resident[b] and counts[b]]
+        drop = np.zeros(self.n_buckets, dtype=bool)
+        left = op.num_windows
+        for b in order:
+            if left <= self.max_rows:
+                break
+            drop[b] = True
+            left -= int(counts[b])
+        mask = drop[op.cols["bkt"]]
+        op.drop_rows(mask)
+        self.resident[drop] = False
+        return int(mask.sum())
+
+    # ------------------------------------------------------------------ persisting
+    def persist(self, seq: int, *, durable: bool = True) -> int:
+        """Write the snapshot for offset ``seq``: changed buckets + manifest; returns bytes written."""
+        self._compact()
+        op = self.op
+        dirty = np.flatnonzero(self.dirty)
+        written = 0
+        buf = _io.BytesIO()
+        name = segment_uri("", seq).lstrip("/")
+        extra_loc = None
+        if op.bound:
+            raw = pickle.dumps(extra_state(op), protocol=5)
+            extra_loc = [name, 0, len(raw), _checksum(raw)]
+            buf.write(raw)
+        if len(dirty) and op.bound:
+            bkt = op.cols["bkt"] if op.num_windows else np.zeros(0, np.int64)
+            in_dirty = self.dirty[bkt] if len(bkt) else np.zeros(0, bool)
+            rows = np.flatnonzero(in_dirty)
+            rows = rows[np.argsort(bkt[rows], kind="stable")]
+            ev, pt = op.row_timers() if len(rows) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+            tev, _ = op.row_timers(expiry=False) if len(rows) else (np.zeros(0, np.int64), None)
+            table = op.export_rows(rows) if len(rows) else None
+            sorted_b = bkt[rows]
+            bounds = np.searchsorted(sorted_b, dirty, side="left"), np.searchsorted(sorted_b, dirty, side="right")
+            for b, lo, hi in zip(dirty.tolist(), bounds[0].tolist(), bounds[1].tolist()):
+                if hi == lo:
+                    self.loc.pop(b, None)
+                    self.summary[b] = (0, MAX_TIME, MAX_TIME, MAX_TIME)
+                    continue
+                raw = table.slice(lo, hi - lo).combine_chunks().to_batches()[0].serialize().to_pybytes()
+                self.loc[b] = (name, buf.tell(), len(raw), _checksum(raw))
+                buf.write(raw)
+                sel = rows[lo:hi]
+                self.summary[b] = (hi - lo, int(ev[sel].min()), int(pt[sel].min()), int(tev[sel].min()))
+        if buf.tell():
+            self.io.write_atomic(f"{self.root}/{name}", buf.getvalue(), durable=durable)
+            written += buf.tell()
+        self.dirty[:] = False
+        blob = self._manifest(seq, extra_loc)
+        self.io.write_atomic(manifest_uri(self.root, seq), blob, durable=durable)
+        self.bytes_written = written + len(blob)
+        return self.bytes_written
+
+    def _compact(self) -> None:
+        """Past ``max_files`` segment files, rewrite the live buckets of the oldest one."""
+        files = sorted({v[0] for v in self.loc.values()})
+        if len(files) <= self.max_files:
+            return
+        oldest = files[0]
+        buckets = np.array(sorted(b for b, v in self.loc.items() if v[0] == oldest), dtype=np.int64)
+        self._load(buckets[~self.resident[buckets]])
+        self.dirty[buckets] = True
+
+    def _manifest(self, seq: int, extra_loc: list | None) -> bytes:
+        op = self.op
+        m = {
+            "version": MANIFEST_VERSION, "fingerprint": self.spec.fingerprint(), "buckets_n": self.n_buckets,
+            "wm": op.wm, "proc": op.proc, "seq": op.seq, "next_rid": op.next_rid,
+            "schema": base64.b64encode(op.input_schema.serialize().to_pybytes()).decode() if op.bound else None,
+            "kinds": column_kinds(op) if op.bound else None,
+            "extra": extra_loc,
+            "buckets": {str(b): [*self.loc[b], *[int(x) for x in self.summary[b]]] for b in sorted(self.loc)},
+        }
+        body = json.dumps(m, sort_keys=True).encode()
+        digest = hashlib.sha256(body).hexdigest()
+        self.manifest_digest = digest
+        return MANIFEST_MAGIC + digest.encode() + body
+
+    def referenced_files(self) -> set[str]:
+        return {v[0] for v in self.loc.values()}  # plus the newest segment file (operator extras)
+
+
+def collect_garbage(io: Any, root: str, keep_from: int) -> None:
+    """Delete manifests older than ``keep_from`` and segment files written up to ``keep_from`` that
+    the manifest at ``keep_from`` does not refer to (newer manifests refer only to those or to
+    newer files)."""
+    blob = io.read_bytes(manifest_uri(root, keep_from), missing_ok=True)
+    if blob is None:
+        return
+    body = blob[len(MANIFEST_MAGIC) + 64:]
+    m = json.loads(body)
+    live = {v[0] for v in m["buckets"].values()} | ({m["extra"][0]} if m.get("extra") else set())
+    for info in io.list_dir(root):
+        name = info.base_name
+        if name.endswith(".manifest") and name[:-9].isdigit() and int(name[:-9]) < keep_from:
+            io.delete(f"{root}/{name}")
+        elif name.startswith("seg-") and name.endswith(".bin") and name[4:-4].isdigit() \
+                and int(name[4:-4]) <= keep_from and name not in live:
+            io.delete(f"{root}/{name}")

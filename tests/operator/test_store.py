@@ -1,0 +1,173 @@
+"""The state store (spark_windowing.store): bucketed, lazily loaded, incrementally persisted and
+spilled state gives exactly the panes and late rows of the plain in-memory operator.
+
+The property test runs the same random stream through a plain ``WindowedOperator`` and through a
+``StateStore`` with a tiny memory budget (most buckets spilled after every step), a snapshot per
+step, random reopening from the last manifest (a restarted executor) and few segment files
+(frequent compaction), and compares every step's output, row for row and in order.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_properties import triggers
+
+from datasource import storage
+from spark_windowing.errors import SnapshotError
+from spark_windowing.operator import WindowedOperator
+from spark_windowing.spec import OperatorSpec
+from spark_windowing.store import StateStore, collect_garbage, manifest_uri
+
+MS = 1000
+WINDOWS = ["tumbling(10 milliseconds)", "sliding(20 milliseconds, 5 milliseconds)", "session(7 milliseconds)",
+           "cumulate(20 milliseconds, 5 milliseconds)", "count(3, 2)", "global"]
+SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
+
+
+@st.composite
+def scenarios(draw):
+    window = draw(st.sampled_from(WINDOWS))
+    trigger = draw(triggers()) if window != "global" else "AfterCount(2)"
+    if window.startswith("count"):
+        trigger = draw(st.sampled_from(["", "AfterCount(2)"]))
+    mode = draw(st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]))
+    lateness = draw(st.sampled_from([0, 5, 30]))
+    agg = draw(st.sampled_from(["sum(v) AS s, count(*) AS n", "collect_list(v) AS l, max(v) AS m"]))
+    steps = []
+    t = 0
+    for _ in range(draw(st.integers(2, 8))):
+        n = draw(st.integers(0, 12))
+        rows = [(f"k{draw(st.integers(0, 9))}", t + draw(st.integers(-15, 25)), draw(st.integers(0, 9)))
+                for _ in range(n)]
+        t += draw(st.integers(0, 20))
+        steps.append((rows, t - draw(st.integers(0, 10)), t * 2, draw(st.booleans())))
+    return window, trigger, mode, lateness, agg, steps
+
+
+def _spec(window, trigger, mode, lateness, agg):
+    return OperatorSpec.from_options(window=window, trigger=trigger or None, aggregate=agg, key_columns="k",
+                                     timestamp_unit="ms", accumulation_mode=mode,
+                                     allowed_lateness=f"{lateness} milliseconds")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(scenarios(), st.integers(1, 6), st.integers(1, 3))
+def test_store_matches_in_memory_operator(tmp_path_factory, case, max_rows, max_files):
+    window, trigger, mode, lateness, agg, steps = case
+    spec = _spec(window, trigger, mode, lateness, agg)
+    root = str(tmp_path_factory.mktemp("store"))
+    plain = WindowedOperator(spec, SCHEMA)
+    kw = dict(buckets=8, max_rows=max_rows, max_files=max_files)
+    store = StateStore(spec, storage, root, SCHEMA, **kw)
+    for seq, (rows, wm, proc, reopen) in enumerate(steps, start=1):
+        events = pa.table({"k": [r[0] for r in rows], "ts": [r[1] for r in rows], "v": [r[2] for r in rows]},
+                          schema=SCHEMA) if rows else None
+        a = plain.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
+        b = store.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
+        assert b.panes.to_pylist() == a.panes.to_pylist(), f"step {seq}"
+        assert b.late.to_pylist() == a.late.to_pylist(), f"step {seq}"
+        assert store.num_windows == plain.num_windows
+        assert store.next_timers() == plain.next_timers()
+        store.persist(seq)
+        store.evict()
+        assert store.op.num_windows <= max(max_rows, 0) or store.op.num_windows == 0 or \
+            len(np.unique(store.op.cols["bkt"])) == 1  # one bucket may exceed the budget by itself
+        if reopen:
+            store = StateStore.open(spec, storage, root, seq, SCHEMA, **kw)
+        collect_garbage(storage, root, seq)
+
+
+def _filled_store(root, **kw):
+    spec = _spec("tumbling(10 milliseconds)", "", "discarding", 0, "sum(v) AS s")
+    store = StateStore(spec, storage, root, SCHEMA, buckets=4, **kw)
+    events = pa.table({"k": [f"k{i}" for i in range(40)], "ts": list(range(40)), "v": [1] * 40}, schema=SCHEMA)
+    store.step(events, watermark=0, processing_time=0, batch_seq=1)
+    store.persist(1)
+    return spec, store
+
+
+def test_snapshot_writes_only_changed_buckets(tmp_path):
+    spec = _spec("tumbling(1000 milliseconds)", "", "discarding", 0, "sum(v) AS s")
+    store = StateStore(spec, storage, str(tmp_path), SCHEMA, buckets=16)
+    keys = [f"k{i}" for i in range(2000)]
+    store.step(pa.table({"k": keys, "ts": [1] * 2000, "v": [1] * 2000}, schema=SCHEMA), watermark=0,
+               processing_time=0, batch_seq=1)
+    full = store.persist(1)
+    store.step(pa.table({"k": ["k1"], "ts": [2], "v": [5]}, schema=SCHEMA), watermark=0, processing_time=0,
+               batch_seq=2)
+    small = store.persist(2)
+    assert small < full / 8  # one bucket of 16 (plus the manifest), not the whole state
+    reopened = StateStore.open(spec, storage, str(tmp_path), 2, SCHEMA, buckets=16)
+    out = reopened.step(None, watermark=2_000_000, processing_time=0, batch_seq=3)
+    sums = {r["k"]: r["s"] for r in out.panes.to_pylist()}
+    assert len(sums) == 2000 and sums["k1"] == 6 and sums["k2"] == 1
+
+
+def test_spilled_store_keeps_memory_bounded_and_reads_back(tmp_path):
+    spec, store = _filled_store(str(tmp_path), max_rows=10)
+    dropped = store.evict()
+    assert dropped > 0 and store.op.num_windows <= 10 + 40 // 4 and store.num_windows == 40
+    out = store.step(None, watermark=100_000, processing_time=0, batch_seq=2)
+    assert sorted(r["k"] for r in out.panes.to_pylist()) == sorted(f"k{i}" for i in range(40))
+
+
+def test_missing_manifest_is_an_error_naming_the_path(tmp_path):
+    spec, store = _filled_store(str(tmp_path))
+    with pytest.raises(SnapshotError, match="missing state snapshot .*000000000002.manifest"):
+        StateStore.open(spec, storage, str(tmp_path), 2, SCHEMA, buckets=4)
+
+
+def test_corrupt_manifest_and_segment_are_errors(tmp_path):
+    spec, store = _filled_store(str(tmp_path))
+    m = manifest_uri(str(tmp_path), 1)
+    blob = bytearray(open(m, "rb").read())
+    blob[-3] ^= 0x55
+    open(m, "wb").write(bytes(blob))
+    with pytest.raises(SnapshotError, match="corrupt state manifest"):
+        StateStore.open(spec, storage, str(tmp_path), 1, SCHEMA, buckets=4)
+    spec, store = _filled_store(str(tmp_path / "b"))
+    seg = [f for f in os.listdir(tmp_path / "b") if f.startswith("seg-")][0]
+    path = tmp_path / "b" / seg
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x55
+    path.write_bytes(bytes(data))
+    reopened = StateStore.open(spec, storage, str(tmp_path / "b"), 1, SCHEMA, buckets=4)
+    with pytest.raises(SnapshotError, match="corrupt state segment"):
+        reopened.step(None, watermark=100_000, processing_time=0, batch_seq=2)
+    os.remove(path)
+    with pytest.raises(SnapshotError, match="missing state segment"):
+        StateStore.open(spec, storage, str(tmp_path / "b"), 1, SCHEMA, buckets=4)
+
+
+def test_other_spec_or_bucket_count_is_refused(tmp_path):
+    spec, store = _filled_store(str(tmp_path))
+    other = _spec("tumbling(20 milliseconds)", "", "discarding", 0, "sum(v) AS s")
+    with pytest.raises(SnapshotError, match="different windowing spec"):
+        StateStore.open(other, storage, str(tmp_path), 1, SCHEMA, buckets=4)
+    with pytest.raises(SnapshotError, match="4 key buckets"):
+        StateStore.open(spec, storage, str(tmp_path), 1, SCHEMA, buckets=8)
+
+
+def test_garbage_collection_keeps_what_the_manifest_refers_to(tmp_path):
+    root = str(tmp_path)
+    spec = _spec("tumbling(10 milliseconds)", "", "accumulating", 1000, "sum(v) AS s")
+    store = StateStore(spec, storage, root, SCHEMA, buckets=4, max_files=2)
+    for seq in range(1, 8):
+        store.step(pa.table({"k": [f"k{seq % 3}"], "ts": [seq], "v": [seq]}, schema=SCHEMA), watermark=0,
+                   processing_time=0, batch_seq=seq)
+        store.persist(seq)
+        collect_garbage(storage, root, seq)
+    names = set(os.listdir(root))
+    assert names >= store.referenced_files() and "000000000007.manifest" in names
+    assert not any(n.endswith(".manifest") and n != "000000000007.manifest" for n in names)
+    assert len([n for n in names if n.startswith("seg-")]) <= 3
+    out = StateStore.open(spec, storage, root, 7, SCHEMA, buckets=4).step(
+        None, watermark=10_000_000, processing_time=0, batch_seq=8)
+    assert sum(r["s"] for r in out.panes.to_pylist()) == sum(range(1, 8))
