@@ -55,7 +55,8 @@ def snapshot(op: WindowedOperator) -> bytes:
         table = pa.Table.from_arrays(arrays, names=names)
         with pa.ipc.new_stream(sink, table.schema) as w:
             w.write_table(table)
-        extra = pickle.dumps({"key_counts": op.key_counts}, protocol=5)
+        extra = pickle.dumps({"key_counts": op.key_counts,
+                              "mixed": op.mixed.snapshot() if op.mixed is not None else None}, protocol=5)
         ipc = sink.getvalue()
         body = schema_buf + ipc + extra
         header.update({"schema_len": len(schema_buf), "ipc_len": len(ipc), "keys": list(op.keys.column_names),
@@ -94,7 +95,10 @@ def restore(spec: OperatorSpec, blob: bytes, *, where: str = "snapshot") -> Wind
     op.bind(schema)
     ipc_end = header["schema_len"] + header["ipc_len"]
     table = pa.ipc.open_stream(body[header["schema_len"]:ipc_end]).read_all()
-    op.key_counts = pickle.loads(body[ipc_end:])["key_counts"]
+    extra = pickle.loads(body[ipc_end:])
+    op.key_counts = extra["key_counts"]
+    if op.mixed is not None:
+        op.mixed.restore(extra["mixed"])
     op.keys = table.select(header["keys"]).combine_chunks()
     for name, kind in header["kinds"].items():
         col = table.column("s:" + name)
