@@ -25,6 +25,22 @@ round. Here they are per key and driven by the watermark:
     ``window_seq`` = the trigger's number per key (0-based). An element with ``ts < watermark`` is
     late: its place in the key's timestamp order may already have been counted.
 
+>>> from spark_windowing.testing import TestStream
+>>> s = TestStream(window="count(3, 10 milliseconds)", aggregate="collect_list(ts) AS t")
+>>> s.add_elements([{"ts": t} for t in (2, 5, 8, 12, 31)])
+>>> s.advance_watermark_to(40)
+>>> [(p["window_seq"], p["t"]) for p in s.take_panes()]
+[(1, [2, 5, 8]), (2, [5, 8, 12]), (4, [8, 12, 31])]
+>>> s = TestStream(window="sliding(10 milliseconds, 2 elements)", aggregate="collect_list(ts) AS t")
+>>> s.add_elements([{"ts": t} for t in (8, 2, 5, 12, 30, 15, 31)])
+>>> s.advance_watermark_to(40)
+>>> [(p["window_seq"], p["t"]) for p in s.take_panes()]
+[(0, [2, 5]), (1, [5, 8, 12]), (2, [30])]
+
+Late rows (``lateDataPath``) carry, as ``window_start``/``window_end``, ``[b − d, b)`` for the
+first boundary ``b`` the element missed (``count``), or ``[ts, ts + d)``, the trigger times whose
+windows it could have joined (``sliding``).
+
 Both fire each window exactly once: ON_TIME, ``is_final``, ``pane_index`` 0, no retractions (a
 window is never re-fired). Pane rows carry ``window_start``/``window_end`` = the window's first and
 last element timestamps (as count windows do), ``pane_timestamp`` = the last element's time
@@ -154,7 +170,6 @@ class MixedLogic:
 
     def _sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Buffer order by (key, ts, arrival), the key ids in that order, and each key's first position."""
-        from spark_windowing.operator import _factorize
         assert self.keys is not None
         kid = _factorize([self.keys])[0]
         order = np.lexsort((self.arr, self.ts, kid))
@@ -196,6 +211,13 @@ class MixedLogic:
 
     def _restore_extra(self, doc: dict[str, Any]) -> None:
         pass
+
+
+def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
+    """Dense key ids consistent across tables (the operator's hashing; imported late: the
+    operator imports this module)."""
+    from spark_windowing.operator import _factorize as factorize
+    return factorize(tables)
 
 
 def _ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:
@@ -298,9 +320,8 @@ class SlidingEveryLogic(MixedLogic):
     def _kept(self, keep: np.ndarray) -> None:
         self.ordinal = self.ordinal[keep]
 
-    def _key_rows(self) -> np.ndarray:
-        """Row in ``counted_keys`` of every buffered element's key (adding new keys)."""
-        from spark_windowing.operator import _factorize
+    def _key_rows(self, add: bool = True) -> np.ndarray:
+        """Row in ``counted_keys`` of every buffered element's key (new keys are added, or -1)."""
         assert self.keys is not None
         if self.counted_keys is None:
             self.counted_keys = self.keys.slice(0, 0)
@@ -309,7 +330,7 @@ class SlidingEveryLogic(MixedLogic):
         row_of = np.full(n_ids, -1, dtype=np.int64)
         row_of[kid_state] = np.arange(len(kid_state))
         missing = np.unique(kid_buf[row_of[kid_buf] < 0])
-        if len(missing):
+        if len(missing) and add:
             rep = np.full(n_ids, -1, dtype=np.int64)
             rep[kid_buf[::-1]] = np.arange(len(kid_buf))[::-1]
             new_keys = self.keys.take(pa.array(rep[missing]))
@@ -357,15 +378,18 @@ class SlidingEveryLogic(MixedLogic):
         """Just past the time of the element that would trigger next (if no earlier one arrives)."""
         if len(self.ts) == 0 or not (self.ordinal < 0).any():
             return MAX_TIME
-        krow = self._key_rows()
+        assert self.keys is not None
+        kid = _factorize([self.keys])[0]
+        krow = self._key_rows(add=False)  # a query: no new keys are recorded
         sel = np.flatnonzero(self.ordinal < 0)
-        sel = sel[np.lexsort((self.arr[sel], self.ts[sel], krow[sel]))]
-        g = krow[sel]
+        sel = sel[np.lexsort((self.arr[sel], self.ts[sel], kid[sel]))]
+        g = kid[sel]
         head = np.ones(len(g), dtype=bool)
         head[1:] = g[1:] != g[:-1]
         starts = np.flatnonzero(head)
         rank = np.arange(len(g)) - np.repeat(starts, np.diff(np.append(starts, len(g))))
-        need = self.window.every - 1 - self.counted[g] % self.window.every
+        counted = np.append(self.counted, 0)[np.where(krow[sel] >= 0, krow[sel], len(self.counted))]
+        need = self.window.every - 1 - counted % self.window.every
         hit = rank == need
         return int(self.ts[sel[hit]].min()) + 1 if hit.any() else MAX_TIME
 

@@ -319,3 +319,6 @@ def test_next_timer_is_the_next_evaluation():
     s = TestStream(window="sliding(10 milliseconds, 2 elements)", **KW)
     s.add_elements([{"k": "a", "ts": t, "i": t} for t in (40, 13, 30, 17)], watermark=5)
     assert s.operator.next_timers()[0] == 17_001
+    s.advance_watermark_to(20)  # 13, 17 counted (17 triggers); 30 and 40 are open
+    assert [p["ids"] for p in s.take_panes()] == [[13, 17]]
+    assert s.operator.next_timers()[0] == 40_001
