@@ -45,7 +45,9 @@ Both fire each window exactly once: ON_TIME, ``is_final``, ``pane_index`` 0, no 
 window is never re-fired). Pane rows carry ``window_start``/``window_end`` = the window's first and
 last element timestamps (as count windows do), ``pane_timestamp`` = the last element's time
 (``t`` for ``sliding(d, n elements)``), and ``window_seq`` as above, which the sink uses to tell
-windows apart.
+windows apart. So ``accumulationMode``, ``timestampCombiner`` and ``fireOnlyUpdatedPanes`` change
+nothing here; a ``trigger`` other than ``Default()`` and a non-zero ``allowedLateness`` are rejected.
+Aggregates see a window's elements in timestamp order (ties: arrival order).
 
 How this relates to Storm (``storm-client/.../windowing``, the ``Watermark*Policy`` classes with
 a timestamp field and lag):

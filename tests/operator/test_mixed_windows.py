@@ -25,7 +25,8 @@ from spark_windowing.testing import TestStream
 from spark_windowing.windows import CountEvery, SlidingEvery, parse_window
 from tests.operator.storm_port import StormWindow
 
-KW = dict(aggregate="collect_list(i) AS ids", key_columns="k")
+KW = dict(aggregate="collect_list(i) AS ids, first(i) AS f, last(i) AS l, sum(i) AS s, count(*) AS n",
+          key_columns="k")
 
 
 # ---------------------------------------------------------------- reference models (per element)
@@ -87,6 +88,7 @@ def panes_of(s, steps):
         times = [ts_of[i] for i in p["ids"]]
         assert (p["window_start"], p["window_end"], p["pane_timestamp"]) == (min(times), max(times), max(times))
         assert (p["pane_timing"], p["is_final"], p["pane_index"], p["kind"]) == ("ON_TIME", True, 0, "TRIGGER")
+        assert (p["f"], p["l"], p["s"], p["n"]) == (p["ids"][0], p["ids"][-1], sum(p["ids"]), len(p["ids"]))
     return sorted((p["k"], p["window_seq"], p["ids"]) for p in panes)
 
 
