@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_windowing import aggregates as agg
+from spark_windowing import mixed as mixed_windows
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.errors import OptionError
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, LATE_FIELDS, LATE_REASON_CLOSED,
@@ -101,6 +102,8 @@ class WindowedOperator:
         self.cols: dict[str, np.ndarray] = {}
         self.layout: dict[str, tuple[object, object]] = {}
         self._track_last = spec.retracting or spec.fire_only_updated_panes
+        # count(n, <duration>) / sliding(<duration>, n elements): buffered, evaluated in mixed.py
+        self.mixed = mixed_windows.build_logic(spec.window) if spec.window.mixed else None
         if input_schema is not None:
             self.bind(input_schema)
 
@@ -219,6 +222,8 @@ class WindowedOperator:
         if events is not None and events.num_rows:
             touched, n_new, min_ts_new = self._add(events, late_parts, pane_parts, metrics)
         self._fire(touched, n_new, min_ts_new, pane_parts)
+        if self.mixed is not None:
+            self.mixed.evaluate(self, pane_parts)
         expired = self._expire()
         panes = self._assemble(pane_parts)
         late = pa.concat_tables(late_parts) if late_parts else self.late_schema().empty_table()
@@ -249,6 +254,10 @@ class WindowedOperator:
             events, key_table = events.filter(keep), key_table.filter(keep)
             ts = ts[valid]
             gap = gap[valid] if gap is not None else None
+        if self.mixed is not None:
+            self.mixed.add(self, events, key_table, ts, late_parts, metrics)
+            n = self.num_windows
+            return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.full(n, NONE, dtype=np.int64)
         n0 = self.num_windows
         fast_parts: list[tuple[np.ndarray, dict]] = []
         fast = None if spec.window.count_based or spec.window.merging else self._bucketable(ts)
@@ -605,7 +614,9 @@ class WindowedOperator:
         ws, we = cols["ws"][rows], cols["we"][rows]
         early = self.wm < we
         timing = np.where(early, _EARLY, np.where(eow_due & (cols["nonspec"][rows] == 0), _ON_TIME, _LATE))
-        if spec.window.count_based:  # a full window is on time; before that, early
+        if spec.window.mixed:  # evaluated once, when complete
+            timing = np.full(len(rows), _ON_TIME)
+        elif spec.window.count_based:  # a full window is on time; before that, early
             timing = np.where(cols["cnt"][rows] >= spec.window.size, _ON_TIME, _EARLY)
         expires = we + spec.allowed_lateness <= self.wm
         final = finished | expires
@@ -736,6 +747,8 @@ class WindowedOperator:
         The Spark source schedules a micro-batch without new input once the watermark or the
         clock reaches these.
         """
+        if self.mixed is not None:
+            return self.mixed.next_timer(), MAX_TIME
         if self.num_windows == 0:
             return MAX_TIME, MAX_TIME
         ev, pt = self.row_timers(expiry=False)

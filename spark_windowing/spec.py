@@ -49,6 +49,19 @@ def parse_columns(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(c.strip().strip("`") for c in items if c.strip())
 
 
+def _mixed_checks(window: WindowFn, trigger: str | None, allowed_lateness: str) -> Trigger:
+    """Mixed count/time windows fire each evaluation once, final: no trigger, no lateness."""
+    if trigger is not None and str(trigger).strip() and parse_trigger(trigger).spec() != Default().spec():
+        raise OptionError("trigger", trigger, "no trigger (or Default()) with count(<size>, <every>) and "
+                          "sliding(<size>, <n> elements)",
+                          why=f"{window.spec()} fires each evaluation exactly once, as Storm does")
+    if parse_duration(allowed_lateness, option="allowedLateness"):
+        raise OptionError("allowedLateness", allowed_lateness, "0 seconds with count(<size>, <every>) and "
+                          "sliding(<size>, <n> elements)",
+                          why="their windows are final when evaluated; late elements go to the late output")
+    return Never()
+
+
 @dataclass(frozen=True)
 class OperatorSpec:
     """The windowed operator's configuration (DESIGN.md sections 3–4), all times in microseconds."""
@@ -73,9 +86,11 @@ class OperatorSpec:
                      fire_only_updated_panes: object = False) -> "OperatorSpec":
         """Build from option strings (Spark option names in snake_case); raise OptionError."""
         w = parse_window(window)
-        if trigger is None or not str(trigger).strip():
-            t: Trigger = (Never() if isinstance(w, GlobalWindow) else
-                          AfterCount(w.size) if isinstance(w, CountWindow) else Default())
+        if w.mixed:  # Storm's count/time mixes fire once per evaluation (spark_windowing.mixed)
+            t: Trigger = _mixed_checks(w, trigger, allowed_lateness)
+        elif trigger is None or not str(trigger).strip():
+            t = (Never() if isinstance(w, GlobalWindow) else
+                 AfterCount(w.size) if isinstance(w, CountWindow) else Default())
         else:
             t = parse_trigger(trigger)
         unit = None

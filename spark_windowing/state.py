@@ -73,11 +73,13 @@ def table_to_cols(op: WindowedOperator, table: pa.Table, kinds: dict[str, str] |
 
 def extra_state(op: WindowedOperator) -> dict:
     """Operator state kept outside the window rows (per-key element counts, element buffers)."""
-    return {"key_counts": op.key_counts}
+    return {"key_counts": op.key_counts, "mixed": op.mixed.snapshot() if op.mixed is not None else None}
 
 
 def restore_extra(op: WindowedOperator, extra: dict) -> None:
     op.key_counts = extra["key_counts"]
+    if op.mixed is not None:
+        op.mixed.restore(extra["mixed"])
 
 
 def snapshot(op: WindowedOperator) -> bytes:

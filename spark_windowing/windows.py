@@ -23,8 +23,9 @@ from spark_windowing._time import GLOBAL_END, GLOBAL_START, format_duration, par
 from spark_windowing.errors import OptionError
 
 WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset>]), "
-                "cumulate(<maxSize>, <step>[, <offset>]), count(<size>[, <slide>]), session(<gap>), session(gapColumn=<column>), global "
-                "— sizes are durations such as '10 minutes'")
+                "sliding(<size>, <n> elements), cumulate(<maxSize>, <step>[, <offset>]), count(<size>[, <slide>]), "
+                "count(<size>, <every duration>[, <offset>]), session(<gap>), session(gapColumn=<column>), global "
+                "— sizes are durations such as '10 minutes', counts are integers ('100' or '100 elements')")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class WindowFn:
     merging: ClassVar[bool] = False
     same_start: ClassVar[bool] = False  # several windows of a key may share a start
     count_based: ClassVar[bool] = False  # windows by element count, not time
+    mixed: ClassVar[bool] = False  # Storm's count/time mixes: evaluated by spark_windowing.mixed
 
     def assign(self, ts: np.ndarray, gap: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,6 +183,55 @@ class CountWindow(WindowFn):
 
 
 @dataclass(frozen=True)
+class CountEvery(WindowFn):
+    """Storm's ``withWindow(Count n, Duration d)``: the last ``size`` elements of a key, evaluated
+    every ``every`` (event time, boundaries ``b = offset + k·every`` aligned to the epoch).
+
+    Once the watermark reaches a boundary ``b``, a key that has elements with ``b − every <= ts < b``
+    (its window changed since the previous boundary) gets one window: its last ``size`` elements
+    with ``ts < b`` in timestamp order (ties: arrival order), fired once, ON_TIME and final, with
+    ``window_seq = k``. An element whose first boundary (the first ``b > ts``) is at or behind the
+    watermark is late. See ``spark_windowing.mixed`` for the exact rules and how they relate to Storm.
+    """
+
+    size: int
+    every: int
+    offset: int = 0
+    count_based: ClassVar[bool] = True
+    mixed: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.size < 1 or self.every <= 0:
+            raise OptionError("window", self.spec(), WINDOW_FORMS,
+                              why="count(<size>, <every>) needs size >= 1 and a positive duration")
+
+    def spec(self) -> str:
+        return f"count({self.size}, {format_duration(self.every)}, {format_duration(self.offset)})"
+
+
+@dataclass(frozen=True)
+class SlidingEvery(WindowFn):
+    """Storm's ``withWindow(Duration d, Count n)``: every ``every``-th element of a key (in timestamp
+    order, ties by arrival) triggers a window holding the key's elements with
+    ``t − size < ts <= t`` (``t`` = the triggering element's time), fired once the watermark passes
+    ``t`` — ON_TIME and final, ``window_seq`` = the trigger's number (0-based). Elements behind the
+    watermark are late. See ``spark_windowing.mixed``."""
+
+    size: int
+    every: int
+    count_based: ClassVar[bool] = True
+    mixed: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.size <= 0 or self.every < 1:
+            raise OptionError("window", self.spec(), WINDOW_FORMS,
+                              why="sliding(<size>, <n> elements) needs a positive size and n >= 1")
+
+    def spec(self) -> str:
+        return f"sliding({format_duration(self.size)}, {self.every} elements)"
+
+
+@dataclass(frozen=True)
 class GlobalWindow(WindowFn):
     """One window for all time: ``[0001-01-01, 9999-12-31T23:59:59.999999]``; never expires."""
 
@@ -203,10 +254,44 @@ def _dur(arg, what: str, text: str, *, allow_zero=False) -> int:
         raise OptionError("window", text, WINDOW_FORMS, why=why) from None
 
 
+_ELEMENT_UNITS = ("elements", "element", "events", "event", "tuples", "tuple")
+
+
+def _elements(arg) -> str | None:
+    """The number in ``'<n> elements'`` (also events/tuples), else None."""
+    if not isinstance(arg, str):
+        return None
+    parts = arg.split()
+    if len(parts) == 2 and parts[1].lower() in _ELEMENT_UNITS:
+        return parts[0]
+    return None
+
+
+def _count(arg, what: str, text: str, alt: str = "") -> int:
+    if isinstance(arg, str) and arg.strip().lstrip("+-").isdigit():
+        return int(arg)
+    raise OptionError("window", text, WINDOW_FORMS, why=f"{what} {arg!r} must be an element count{alt}")
+
+
+def _is_duration(arg) -> bool:
+    if not isinstance(arg, str) or arg.strip().lstrip("+-").isdigit():
+        return False
+    try:
+        parse_duration(arg, option="window")
+    except OptionError:
+        return False
+    return True
+
+
 def parse_window(text: str) -> WindowFn:
     """Parse the ``window`` option (see ``WINDOW_FORMS``); raise OptionError on anything else."""
     call = parse_call(text, option="window", accepted=WINDOW_FORMS)
-    return _build(call, str(text))
+    try:
+        return _build(call, str(text))
+    except OptionError as e:  # checks in __post_init__ name the normalized spec; report the user's text
+        if e.option != "window" or e.value == text:
+            raise
+        raise OptionError("window", text, WINDOW_FORMS, why=e.why) from None
 
 
 def _nargs(call: Call, text: str, lo: int, hi: int) -> None:
@@ -223,15 +308,30 @@ def _build(call: Call, text: str) -> WindowFn:
                         _dur(call.args[1], "offset", text, allow_zero=True) if len(call.args) > 1 else 0)
     if name in ("sliding", "hopping"):
         _nargs(call, text, 2, 3)
+        every = _elements(call.args[1])
+        if every is not None:  # sliding(<size>, <n> elements): Storm's withWindow(Duration, Count)
+            if len(call.args) > 2:
+                raise OptionError("window", text, WINDOW_FORMS,
+                                  why="sliding(<size>, <n> elements) takes no offset (it is not aligned to the epoch)")
+            return SlidingEvery(_dur(call.args[0], "size", text), _count(every, "slide", text))
         return Sliding(_dur(call.args[0], "size", text), _dur(call.args[1], "slide", text),
                        _dur(call.args[2], "offset", text, allow_zero=True) if len(call.args) > 2 else 0)
     if name == "count":
-        _nargs(call, text, 1, 2)
-        try:
-            nums = [int(a) for a in call.args]
-        except (TypeError, ValueError):
-            raise OptionError("window", text, WINDOW_FORMS, why="count(<size>[, <slide>]) takes element counts") from None
-        return CountWindow(nums[0], nums[1] if len(nums) > 1 else 0)
+        _nargs(call, text, 1, 3)
+        size = _count(_elements(call.args[0]) if _elements(call.args[0]) is not None else call.args[0], "size", text)
+        if len(call.args) > 1 and _elements(call.args[1]) is None and _is_duration(call.args[1]):
+            # count(<size>, <duration>[, <offset>]): Storm's withWindow(Count, Duration)
+            return CountEvery(size, _dur(call.args[1], "every", text),
+                              _dur(call.args[2], "offset", text, allow_zero=True) if len(call.args) > 2 else 0)
+        if len(call.args) > 2:
+            raise OptionError("window", text, WINDOW_FORMS,
+                              why="an offset is only accepted with a duration slide: count(<size>, <every>, <offset>)")
+        slide = 0
+        if len(call.args) > 1:
+            arg = call.args[1]
+            slide = _count(_elements(arg) if _elements(arg) is not None else arg,
+                           "slide", text, alt=" or a duration (count(<size>, <every>))")
+        return CountWindow(size, slide)
     if name == "cumulate":
         _nargs(call, text, 2, 3)
         return Cumulate(_dur(call.args[0], "maxSize", text), _dur(call.args[1], "step", text),

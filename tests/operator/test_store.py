@@ -26,7 +26,8 @@ from spark_windowing.store import StateStore, collect_garbage, manifest_uri
 
 MS = 1000
 WINDOWS = ["tumbling(10 milliseconds)", "sliding(20 milliseconds, 5 milliseconds)", "session(7 milliseconds)",
-           "cumulate(20 milliseconds, 5 milliseconds)", "count(3, 2)", "global"]
+           "cumulate(20 milliseconds, 5 milliseconds)", "count(3, 2)", "global",
+           "count(3, 10 milliseconds)", "sliding(10 milliseconds, 2 elements)"]
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
 
 
@@ -36,8 +37,11 @@ def scenarios(draw):
     trigger = draw(triggers()) if window != "global" else "AfterCount(2)"
     if window.startswith("count"):
         trigger = draw(st.sampled_from(["", "AfterCount(2)"]))
+    mixed = "milliseconds)" in window and window.startswith("count") or "elements" in window
+    if mixed:  # Storm's mixed windows: their own firing rule, no lateness
+        trigger = ""
     mode = draw(st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]))
-    lateness = draw(st.sampled_from([0, 5, 30]))
+    lateness = 0 if mixed else draw(st.sampled_from([0, 5, 30]))
     agg = draw(st.sampled_from(["sum(v) AS s, count(*) AS n", "collect_list(v) AS l, max(v) AS m"]))
     steps = []
     t = 0

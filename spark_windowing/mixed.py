@@ -1,0 +1,402 @@
+"""Storm's mixed count/time windows, in event time, per key.
+
+Storm's ``BaseWindowedBolt.withWindow`` mixes a count length with a time slide and the other way
+round. Here they are per key and driven by the watermark:
+
+``count(n, d[, offset])`` — Storm's ``withWindow(Count n, Duration d)``
+    Boundaries ``b = offset + k·d`` (aligned to the epoch). Once the watermark reaches ``b``, every
+    key with at least one element in ``[b − d, b)`` gets one window: its last ``n`` elements with
+    ``ts < b``, in timestamp order (ties: arrival order). ``window_seq = k``. An element whose
+    first boundary (the first ``b > ts``) is at or behind the watermark is late (``too_late``).
+
+    ::
+
+        count(3, 10 s), one key       e1  e2 e3   e4        e5
+        ts                            2   5  8    12        31
+        boundary 10 (wm >= 10)  -> [e1 e2 e3]            window_seq 1
+        boundary 20             -> [e2 e3 e4]            window_seq 2
+        boundary 30             -> (nothing new in [20, 30): no window)
+        boundary 40             -> [e3 e4 e5]            window_seq 4
+
+``sliding(d, n elements)`` — Storm's ``withWindow(Duration d, Count n)``
+    Every ``n``-th element of a key in timestamp order (ties: arrival order) triggers a window with
+    the key's elements in ``(t − d, t]``, ``t`` the triggering element's time; it is evaluated once
+    the watermark passes ``t`` (``watermark > t``: every element with ``ts <= t`` is in).
+    ``window_seq`` = the trigger's number per key (0-based). An element with ``ts < watermark`` is
+    late: its place in the key's timestamp order may already have been counted.
+
+>>> from spark_windowing.testing import TestStream
+>>> s = TestStream(window="count(3, 10 milliseconds)", aggregate="collect_list(ts) AS t")
+>>> s.add_elements([{"ts": t} for t in (2, 5, 8, 12, 31)])
+>>> s.advance_watermark_to(40)
+>>> [(p["window_seq"], p["t"]) for p in s.take_panes()]
+[(1, [2, 5, 8]), (2, [5, 8, 12]), (4, [8, 12, 31])]
+>>> s = TestStream(window="sliding(10 milliseconds, 2 elements)", aggregate="collect_list(ts) AS t")
+>>> s.add_elements([{"ts": t} for t in (8, 2, 5, 12, 30, 15, 31)])
+>>> s.advance_watermark_to(40)
+>>> [(p["window_seq"], p["t"]) for p in s.take_panes()]
+[(0, [2, 5]), (1, [5, 8, 12]), (2, [30])]
+
+Late rows (``lateDataPath``) carry, as ``window_start``/``window_end``, ``[b − d, b)`` for the
+first boundary ``b`` the element missed (``count``), or ``[ts, ts + d)``, the trigger times whose
+windows it could have joined (``sliding``).
+
+Both fire each window exactly once: ON_TIME, ``is_final``, ``pane_index`` 0, no retractions (a
+window is never re-fired). Pane rows carry ``window_start``/``window_end`` = the window's first and
+last element timestamps (as count windows do), ``pane_timestamp`` = the last element's time
+(``t`` for ``sliding(d, n elements)``), and ``window_seq`` as above, which the sink uses to tell
+windows apart. So ``accumulationMode``, ``timestampCombiner`` and ``fireOnlyUpdatedPanes`` change
+nothing here; a ``trigger`` other than ``Default()`` and a non-zero ``allowedLateness`` are rejected.
+Aggregates see a window's elements in timestamp order (ties: arrival order).
+
+How this relates to Storm (``storm-client/.../windowing``, the ``Watermark*Policy`` classes with
+a timestamp field and lag):
+
+* ``count(n, d)`` = ``WatermarkTimeTriggerPolicy`` + ``WatermarkCountEvictionPolicy``: at each
+  window end ``b <= watermark`` Storm processes the last ``n`` events with ``ts <= b`` in *arrival*
+  order (the queue order) and expires the rest. Differences: (1) boundaries are half-open here
+  (``ts < b``, the project's ``[start, end)`` model, so a window is complete exactly when the
+  watermark reaches ``b``; Storm includes ``ts == b`` although such an event may still arrive);
+  (2) "last n" is by timestamp (arrival order breaks ties), so the result does not depend on the
+  order of out-of-order arrivals; for in-order input it is Storm's choice; (3) Storm's single window
+  fires at every boundary once it holds events, even when nothing changed; per key that would emit
+  an identical pane every ``d`` for every idle key forever (and infinitely many at the end of input),
+  so a key is evaluated only at boundaries where its window changed — exactly Storm's activations
+  with a non-empty ``newEvents`` list.
+* ``sliding(d, n elements)`` = ``WatermarkCountTriggerPolicy`` + ``WatermarkTimeEvictionPolicy``:
+  Storm counts, at each watermark ``W``, the events with ``ts`` in ``(lastProcessedTs, W]`` in arrival
+  order and triggers at the running maximum timestamp of every ``n``-th; the window is
+  ``(t − d, t]``. Differences: counting is in timestamp order, so a trigger does not depend on how
+  events were bundled or on where watermarks fell (for in-order input with distinct timestamps the
+  two agree); equal timestamps right after a trigger are counted (Storm skips events with
+  ``ts == lastProcessedTs``); and a trigger at ``t`` waits for ``watermark > t``.
+* Late elements go to the late output (Storm's ``withLateTupleStream``), never vanish.
+
+State: the buffered elements (their key, timestamp, arrival number and the aggregate input
+columns) — windows overlap arbitrarily, so values are kept, not partials — pruned after each
+evaluation to what later windows can still use: per key the last ``n`` elements before the last
+boundary plus everything after it (``count``), or the elements with ``ts > watermark − d``
+(``sliding``). ``sliding`` also keeps one counter per key (elements counted so far), forever, like
+count windows' per-key counts. The work per step is NumPy sorting and searching over the buffer;
+there is no per-element or per-window Python loop.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from spark_windowing._time import GLOBAL_END, MAX_TIME
+from spark_windowing.panes import LATE_REASON_TOO_LATE
+from spark_windowing.windows import CountEvery, SlidingEvery, WindowFn
+
+if TYPE_CHECKING:  # the operator imports this module
+    from spark_windowing.operator import WindowedOperator
+
+
+def build_logic(window: WindowFn) -> "MixedLogic":
+    if isinstance(window, CountEvery):
+        return CountEveryLogic(window)
+    if isinstance(window, SlidingEvery):
+        return SlidingEveryLogic(window)
+    raise TypeError(f"not a mixed window: {window!r}")
+
+
+class MixedLogic:
+    """Buffered elements of a mixed window and their evaluation (one instance per operator)."""
+
+    def __init__(self, window: WindowFn) -> None:
+        self.window = window
+        self.keys: pa.Table | None = None      # key columns per buffered element
+        self.values: pa.Table | None = None    # aggregate input columns per buffered element
+        self.ts = np.empty(0, dtype=np.int64)
+        self.arr = np.empty(0, dtype=np.int64)  # arrival number (tie-break)
+        self.next_arr = 0
+
+    # ---- hooks called by the operator
+    def add(self, op: "WindowedOperator", events: pa.Table, key_table: pa.Table, ts: np.ndarray,
+            late_parts: list, metrics: dict) -> None:
+        """Buffer the batch's valid elements; late ones go to the late output."""
+        late, ws, we = self.late(op, ts)
+        if late.any():
+            metrics[LATE_REASON_TOO_LATE] = int(late.sum())
+            sel = pa.array(np.flatnonzero(late))
+            late_parts.append(op._late_rows(events.take(sel), LATE_REASON_TOO_LATE, ws[late], we[late]))
+        keep = np.flatnonzero(~late)
+        if len(keep) == 0:
+            return
+        take = pa.array(keep)
+        custom = any(a.spec.func == "custom" for a in op.aggs)
+        needed = sorted({a.spec.column for a in op.aggs if a.spec.column is not None})
+        values = (events if custom else events.select(needed)).take(take)
+        self._append(key_table.take(take), values, ts[keep])
+
+    def evaluate(self, op: "WindowedOperator", pane_parts: list) -> None:
+        raise NotImplementedError
+
+    def late(self, op: "WindowedOperator", ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def next_timer(self) -> int:
+        raise NotImplementedError
+
+    # ---- buffer
+    def _append(self, keys: pa.Table, values: pa.Table, ts: np.ndarray) -> None:
+        m = len(ts)
+        if self.keys is None or self.values is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks()
+            self.values = pa.concat_tables([self.values, values], promote_options="permissive").combine_chunks()
+        self.ts = np.concatenate([self.ts, ts.astype(np.int64)])
+        self.arr = np.concatenate([self.arr, np.arange(self.next_arr, self.next_arr + m, dtype=np.int64)])
+        self.next_arr += m
+        self._appended(m)
+
+    def _appended(self, m: int) -> None:
+        pass
+
+    def _keep(self, keep: np.ndarray) -> None:
+        if keep.all():
+            return
+        assert self.keys is not None and self.values is not None
+        sel = pa.array(np.flatnonzero(keep))
+        self.keys, self.values = self.keys.take(sel), self.values.take(sel)
+        self.ts, self.arr = self.ts[keep], self.arr[keep]
+        self._kept(keep)
+
+    def _kept(self, keep: np.ndarray) -> None:
+        pass
+
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Buffer order by (key, ts, arrival), the key ids in that order, and each key's first position."""
+        assert self.keys is not None
+        kid = _factorize([self.keys])[0]
+        order = np.lexsort((self.arr, self.ts, kid))
+        kid_o = kid[order]
+        first = np.full(int(kid.max()) + 1 if len(kid) else 0, -1, dtype=np.int64)
+        first[kid_o[::-1]] = np.arange(len(kid_o))[::-1]
+        return order, kid_o, first
+
+    def _fire(self, op: "WindowedOperator", rep: np.ndarray, seq: np.ndarray, lo: np.ndarray,
+              hi: np.ndarray, order: np.ndarray, pane_parts: list) -> None:
+        """One final ON_TIME pane per window ``w``: the buffered elements ``order[lo[w]:hi[w]]``
+        (sorted positions), the key of buffered element ``rep[w]``, ``window_seq = seq[w]``."""
+        assert self.keys is not None and self.values is not None
+        m = len(rep)
+        if m == 0:
+            return
+        rows = op._append_rows(self.keys.take(pa.array(rep)), seq.astype(np.int64),
+                               np.full(m, GLOBAL_END, dtype=np.int64))
+        lengths = hi - lo
+        win = np.repeat(np.arange(m), lengths)
+        pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
+        src = order[pos]
+        op._fold(rows[win], self.values.take(pa.array(src)), self.ts[src])
+        op._emit(rows, np.zeros(m, dtype=bool), np.ones(m, dtype=bool), pane_parts)
+        op.cols["closed"][rows] = True
+
+    # ---- snapshots (pickled by spark_windowing.state)
+    def snapshot(self) -> dict[str, Any]:
+        return {"keys": self.keys, "values": self.values, "ts": self.ts, "arr": self.arr,
+                "next_arr": self.next_arr, **self._extra_state()}
+
+    def restore(self, doc: dict[str, Any]) -> None:
+        self.keys, self.values = doc["keys"], doc["values"]
+        self.ts, self.arr, self.next_arr = doc["ts"], doc["arr"], int(doc["next_arr"])
+        self._restore_extra(doc)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_extra(self, doc: dict[str, Any]) -> None:
+        pass
+
+
+def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
+    """Dense key ids consistent across tables (the operator's hashing; imported late: the
+    operator imports this module)."""
+    from spark_windowing.operator import _factorize as factorize
+    return factorize(tables)
+
+
+def _ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """Dense ranks of int64 values shared across ``arrays`` (so key·R + rank cannot overflow)."""
+    values = np.unique(np.concatenate(arrays))
+    return [np.searchsorted(values, a) for a in arrays], len(values) + 1
+
+
+class CountEveryLogic(MixedLogic):
+    """``count(n, d[, offset])``: see the module docstring."""
+
+    window: CountEvery
+
+    def __init__(self, window: CountEvery) -> None:
+        super().__init__(window)
+        self.done_k: int | None = None  # last boundary index evaluated
+
+    def _boundary_index(self, t: int) -> int:
+        """Largest k with offset + k·every <= t."""
+        return (t - self.window.offset) // self.window.every
+
+    def late(self, op, ts):
+        w = self.window
+        first = (ts - w.offset) // w.every + 1        # index of the first boundary after ts
+        late = first <= self._boundary_index(op.wm)
+        we = w.offset + first * w.every
+        return late, we - w.every, we
+
+    def evaluate(self, op, pane_parts) -> None:
+        w = self.window
+        k_now = self._boundary_index(op.wm)
+        if self.done_k is not None and k_now <= self.done_k:
+            return
+        k_prev, self.done_k = self.done_k, k_now
+        if len(self.ts) == 0:
+            return
+        order, kid_o, first = self._sorted()
+        ts_o = self.ts[order]
+        c = (ts_o - w.offset) // w.every + 1
+        due = c <= k_now
+        if k_prev is not None:
+            due &= c > k_prev
+        b_now = np.int64(max(w.offset + k_now * w.every, -(2 ** 62)))
+        if due.any():
+            # one window per (key, boundary) with an element just before the boundary
+            wk, wc = kid_o[due], c[due]
+            head = np.ones(len(wk), dtype=bool)
+            head[1:] = (wk[1:] != wk[:-1]) | (wc[1:] != wc[:-1])   # sorted by (key, ts): runs
+            wk, wc = wk[head], wc[head]
+            b = w.offset + wc * w.every
+            (r_ts, r_b), span = _ranks(ts_o, b)
+            hi = np.searchsorted(kid_o * span + r_ts, wk * span + r_b, side="left")
+            lo = np.maximum(first[wk], hi - w.size)
+            tie = np.lexsort((wk, wc))  # emit in boundary order
+            self._fire(op, order[first[wk]][tie], wc[tie], lo[tie], hi[tie], order, pane_parts)
+        # keep per key the last n elements before b_now and everything at or after it
+        (r_ts, r_b), span = _ranks(ts_o, np.array([b_now]))
+        comp = kid_o * span + r_ts
+        before = np.searchsorted(comp, np.unique(kid_o) * span + r_b[0], side="left")
+        p_now = np.empty(len(first), dtype=np.int64)
+        p_now[np.unique(kid_o)] = before
+        keep_o = (ts_o >= b_now) | (np.arange(len(ts_o)) >= p_now[kid_o] - w.size)
+        keep = np.zeros(len(ts_o), dtype=bool)
+        keep[order[keep_o]] = True
+        self._keep(keep)
+
+    def next_timer(self) -> int:
+        w = self.window
+        if len(self.ts) == 0:
+            return MAX_TIME
+        c = (self.ts - w.offset) // w.every + 1
+        if self.done_k is not None:
+            c = c[c > self.done_k]
+        return int(w.offset + c.min() * w.every) if len(c) else MAX_TIME
+
+    def _extra_state(self):
+        return {"done_k": self.done_k}
+
+    def _restore_extra(self, doc):
+        self.done_k = doc["done_k"]
+
+
+class SlidingEveryLogic(MixedLogic):
+    """``sliding(d, n elements)``: see the module docstring."""
+
+    window: SlidingEvery
+
+    def __init__(self, window: SlidingEvery) -> None:
+        super().__init__(window)
+        self.ordinal = np.empty(0, dtype=np.int64)  # per buffered element: place in its key's order, -1 = open
+        self.counted_keys: pa.Table | None = None   # per key: elements counted so far
+        self.counted = np.empty(0, dtype=np.int64)
+
+    def late(self, op, ts):
+        return ts < op.wm, ts, ts + self.window.size
+
+    def _appended(self, m: int) -> None:
+        self.ordinal = np.concatenate([self.ordinal, np.full(m, -1, dtype=np.int64)])
+
+    def _kept(self, keep: np.ndarray) -> None:
+        self.ordinal = self.ordinal[keep]
+
+    def _key_rows(self, add: bool = True) -> np.ndarray:
+        """Row in ``counted_keys`` of every buffered element's key (new keys are added, or -1)."""
+        assert self.keys is not None
+        if self.counted_keys is None:
+            self.counted_keys = self.keys.slice(0, 0)
+        kid_state, kid_buf = _factorize([self.counted_keys, self.keys])
+        n_ids = int(max(kid_state.max(initial=-1), kid_buf.max(initial=-1))) + 1
+        row_of = np.full(n_ids, -1, dtype=np.int64)
+        row_of[kid_state] = np.arange(len(kid_state))
+        missing = np.unique(kid_buf[row_of[kid_buf] < 0])
+        if len(missing) and add:
+            rep = np.full(n_ids, -1, dtype=np.int64)
+            rep[kid_buf[::-1]] = np.arange(len(kid_buf))[::-1]
+            new_keys = self.keys.take(pa.array(rep[missing]))
+            row_of[missing] = len(self.counted) + np.arange(len(missing))
+            self.counted_keys = pa.concat_tables([self.counted_keys, new_keys]).combine_chunks()
+            self.counted = np.concatenate([self.counted, np.zeros(len(missing), dtype=np.int64)])
+        return row_of[kid_buf]
+
+    def evaluate(self, op, pane_parts) -> None:
+        w = self.window
+        if len(self.ts) == 0:
+            return
+        wm = op.wm
+        newly = (self.ordinal < 0) & (self.ts < wm)
+        if newly.any():
+            krow = self._key_rows()
+            sel = np.flatnonzero(newly)
+            sel = sel[np.lexsort((self.arr[sel], self.ts[sel], krow[sel]))]
+            g = krow[sel]
+            head = np.ones(len(g), dtype=bool)
+            head[1:] = g[1:] != g[:-1]
+            starts = np.flatnonzero(head)
+            rank = np.arange(len(g)) - np.repeat(starts, np.diff(np.append(starts, len(g))))
+            ordn = self.counted[g] + rank
+            self.ordinal[sel] = ordn
+            np.add.at(self.counted, g, 1)
+            trig = (ordn + 1) % w.every == 0
+            if trig.any():
+                t_el = sel[trig]
+                order, kid_o, _ = self._sorted()
+                kid = np.empty(len(order), dtype=np.int64)
+                kid[order] = kid_o
+                t, tk = self.ts[t_el], kid[t_el]
+                (r_el, r_t, r_lo), span = _ranks(self.ts[order], t, t - w.size)
+                comp = kid_o * span + r_el
+                hi = np.searchsorted(comp, tk * span + r_t, side="right")
+                lo = np.searchsorted(comp, tk * span + r_lo, side="right")
+                seq = (ordn[trig] + 1) // w.every - 1
+                em = np.lexsort((seq, tk, t))  # emit in trigger-time order
+                self._fire(op, t_el[em], seq[em], lo[em], hi[em], order, pane_parts)
+        # later triggers have t >= wm, so they need only ts > wm - size
+        self._keep(self.ts > wm - w.size)
+
+    def next_timer(self) -> int:
+        """Just past the time of the element that would trigger next (if no earlier one arrives)."""
+        if len(self.ts) == 0 or not (self.ordinal < 0).any():
+            return MAX_TIME
+        assert self.keys is not None
+        kid = _factorize([self.keys])[0]
+        krow = self._key_rows(add=False)  # a query: no new keys are recorded
+        sel = np.flatnonzero(self.ordinal < 0)
+        sel = sel[np.lexsort((self.arr[sel], self.ts[sel], kid[sel]))]
+        g = kid[sel]
+        head = np.ones(len(g), dtype=bool)
+        head[1:] = g[1:] != g[:-1]
+        starts = np.flatnonzero(head)
+        rank = np.arange(len(g)) - np.repeat(starts, np.diff(np.append(starts, len(g))))
+        counted = np.append(self.counted, 0)[np.where(krow[sel] >= 0, krow[sel], len(self.counted))]
+        need = self.window.every - 1 - counted % self.window.every
+        hit = rank == need
+        return int(self.ts[sel[hit]].min()) + 1 if hit.any() else MAX_TIME
+
+    def _extra_state(self):
+        return {"ordinal": self.ordinal, "counted_keys": self.counted_keys, "counted": self.counted}
+
+    def _restore_extra(self, doc):
+        self.ordinal, self.counted_keys, self.counted = doc["ordinal"], doc["counted_keys"], doc["counted"]
