@@ -197,10 +197,19 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if cfg.watermark.kind == "column":
                 wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
                 max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
-        result = store.step(events if events.num_rows else None, watermark=int(end["wm"]),
-                            processing_time=int(end["bt"]), batch_seq=int(end["seq"]), key_hash=key_hash)
-        if cfg.late_data_path and result.late.num_rows:
-            write_late_rows(cfg, shard, int(end["seq"]), result.late)
+        m: dict[str, int] = {}
+        late: list[pa.Table] = []
+        # parts: when the buckets a batch needs exceed stateMemoryRows, it runs a memory-full at a time
+        for part in store.step_parts(events if events.num_rows else None, watermark=int(end["wm"]),
+                                     processing_time=int(end["bt"]), batch_seq=int(end["seq"]), key_hash=key_hash):
+            for k, v in part.metrics.items():
+                m[k] = m.get(k, 0) + v if k != "state_rows" else v
+            if part.late.num_rows:
+                late.append(part.late)
+            if part.panes.num_rows:
+                yield from part.panes.to_batches()
+        if cfg.late_data_path and late:  # one exactly-once append per (shard, batch)
+            write_late_rows(cfg, shard, int(end["seq"]), pa.concat_tables(late))
         written = store.persist(int(end["seq"]))
         store.evict()
         _STORES.pop((cfg.state_location, shard), None)
@@ -208,7 +217,6 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         while len(_STORES) > _MAX_CACHED_STORES:
             _STORES.pop(next(iter(_STORES)))
         ev_timer, pt_timer = store.next_timers()
-        m = result.metrics
         report = {
             "events_in": int(events.num_rows), "panes_trigger": m.get("panes_trigger", 0),
             "panes_retraction": m.get("panes_retraction", 0), "late_dropped": m.get("late_dropped", 0),
@@ -219,8 +227,6 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
         }
         storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
-        if result.panes.num_rows:
-            yield from result.panes.to_batches()
 
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""

@@ -70,6 +70,7 @@ class StepResult:
     panes: pa.Table
     late: pa.Table
     metrics: dict[str, int] = field(default_factory=dict)
+    order: np.ndarray | None = None  # the panes' sort keys (row id based), to merge partial steps
 
 
 def _ts_array(values: np.ndarray) -> pa.Array:
@@ -225,14 +226,14 @@ class WindowedOperator:
         if self.mixed is not None:
             self.mixed.evaluate(self, pane_parts)
         expired = self._expire()
-        panes = self._assemble(pane_parts)
+        panes, order = self._assemble(pane_parts)
         late = pa.concat_tables(late_parts) if late_parts else self.late_schema().empty_table()
         metrics.update({
             "panes_trigger": int(pc.sum(pc.equal(panes.column("kind"), KIND_TRIGGER)).as_py() or 0),
             "panes_retraction": int(pc.sum(pc.equal(panes.column("kind"), KIND_RETRACTION)).as_py() or 0),
             "late_dropped": late.num_rows, "expired_windows": expired, "state_rows": self.num_windows,
         })
-        return StepResult(panes, late, metrics)
+        return StepResult(panes, late, metrics, order)
 
     # ------------------------------------------------------------------ adding elements
     def _add(self, events, late_parts, pane_parts, metrics):
@@ -473,6 +474,8 @@ class WindowedOperator:
         into one int64 per pair and per state row, and matched with a hash index (no sorting).
         """
         assert self.keys is not None
+        if len(ws) == 0:  # every pair of the batch was too late
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         n = self.num_windows
         kid_state, kid_pairs = _factorize([self.keys, pair_keys])
         ws_ids = pd.factorize(np.concatenate([self.cols["ws"], ws]))[0]
@@ -699,12 +702,13 @@ class WindowedOperator:
                    pa.repeat(pa.scalar(self.seq, pa.int64()), n)]
         return pa.Table.from_arrays(arrays, schema=self.pane_schema())
 
-    def _assemble(self, parts: list[tuple[np.ndarray, pa.Table]]) -> pa.Table:
+    def _assemble(self, parts: list[tuple[np.ndarray, pa.Table]]) -> tuple[pa.Table, np.ndarray]:
         if not parts:
-            return self.pane_schema().empty_table()
+            return self.pane_schema().empty_table(), np.zeros(0, dtype=np.int64)
         order_key = np.concatenate([k for k, _ in parts])
         table = pa.concat_tables([t for _, t in parts])
-        return table.take(pa.array(np.argsort(order_key, kind="stable")))
+        order = np.argsort(order_key, kind="stable")
+        return table.take(pa.array(order)), order_key[order]
 
     def _expire(self) -> int:
         if self.num_windows == 0:

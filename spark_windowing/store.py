@@ -34,7 +34,7 @@ import io as _io
 import json
 import pickle
 import zlib
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -88,6 +88,8 @@ class StateStore:
         self.manifest_digest: str | None = None
         self.bytes_written = 0
         self._schema: pa.Schema | None = None
+        self._extra_loc: list | None = None
+        self._pending_bytes, self._part, self._part_seq = 0, 0, None
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -150,29 +152,99 @@ class StateStore:
     def step(self, events: pa.Table | None, *, watermark: int | None = None,
              processing_time: int | None = None, batch_seq: int | None = None,
              key_hash: np.ndarray | None = None) -> StepResult:
-        """``WindowedOperator.step`` after loading the buckets the step can change. ``key_hash``:
-        the events' ``hash_columns`` of the key columns, if the caller has it already."""
+        """``WindowedOperator.step`` over the whole state: the parts of ``step_parts`` merged
+        into the order a single in-memory step gives."""
+        parts = list(self.step_parts(events, watermark=watermark, processing_time=processing_time,
+                                     batch_seq=batch_seq, key_hash=key_hash))
+        if len(parts) == 1:
+            return parts[0]
+        panes = pa.concat_tables([p.panes for p in parts])
+        order = np.concatenate([p.order for p in parts])
+        metrics = dict(parts[0].metrics)
+        for p in parts[1:]:
+            for k, v in p.metrics.items():
+                if k not in ("state_rows", "parts"):
+                    metrics[k] = metrics.get(k, 0) + v
+        metrics["state_rows"] = parts[-1].metrics["state_rows"]
+        sort = np.argsort(order, kind="stable")
+        late = pa.concat_tables([p.late for p in parts])
+        return StepResult(panes.take(pa.array(sort)), late, metrics, order[sort])
+
+    def step_parts(self, events: pa.Table | None, *, watermark: int | None = None,
+                   processing_time: int | None = None, batch_seq: int | None = None,
+                   key_hash: np.ndarray | None = None) -> Iterator[StepResult]:
+        """One micro-batch. When the buckets it needs (those of its events' keys and those with a
+        due timer) fit in ``max_rows`` with what is in memory, one step. Otherwise in parts, a
+        memory-full of buckets at a time (in bucket order, sized from the persisted row counts and
+        the events per bucket, so the parts do not depend on what happened to be in memory): each
+        part steps its buckets' events with the same watermark and batch, then its buckets are
+        written to storage and dropped from memory. The union of the parts' panes and late rows
+        equals one in-memory step; each part's panes are in row-id order."""
         op = self.op
         if events is not None and events.num_rows and not op.bound:
             op.bind(events.schema)
         wm = op.wm if watermark is None else max(op.wm, int(watermark))
         proc = op.proc if processing_time is None else max(op.proc, int(processing_time))
-        touched = np.zeros(self.n_buckets, dtype=bool)
+        seq = op.seq + 1 if batch_seq is None else int(batch_seq)
+        ev_bucket = np.zeros(0, dtype=np.int64)
+        per_bucket = np.zeros(self.n_buckets, dtype=np.int64)
         if events is not None and events.num_rows and op.bound:
-            touched |= np.bincount(self.bucket_of(events, key_hash), minlength=self.n_buckets) > 0
-        due = (self.summary[:, 1] <= wm) | (self.summary[:, 2] <= proc)
-        self._load(np.flatnonzero((touched | due) & ~self.resident))
-        if op.num_windows:
+            ev_bucket = self.bucket_of(events, key_hash)
+            per_bucket = np.bincount(ev_bucket, minlength=self.n_buckets)
+        touched = per_bucket > 0
+        if op.num_windows:  # resident rows are the truth for resident buckets
             ev, pt = op.row_timers()
             rows_due = (ev <= wm) | (pt <= proc)
             if rows_due.any():
                 touched |= np.bincount(op.cols["bkt"][rows_due], minlength=self.n_buckets) > 0
+        due_out = ((self.summary[:, 1] <= wm) | (self.summary[:, 2] <= proc)) & ~self.resident
+        need = touched | due_out
+        load = need & ~self.resident
+        if op.num_windows + int(self.summary[load, 0].sum()) + int(per_bucket.sum()) <= self.max_rows \
+                or need.sum() <= 1:
+            self._load(np.flatnonzero(load))
+            yield self._step_part(events, need, watermark, processing_time, batch_seq)
+            return
+        assert not self.dirty.any(), "persist() after every batch"
+        cost = self.summary[:, 0] + per_bucket
+        parts, cur, room = [], [], self.max_rows
+        for b in np.flatnonzero(need).tolist():
+            if cur and cost[b] > room:
+                parts.append(cur)
+                cur, room = [], self.max_rows
+            cur.append(b)
+            room -= int(cost[b])
+        parts.append(cur)
+        for i, part in enumerate(parts):
+            in_part = np.zeros(self.n_buckets, dtype=bool)
+            in_part[part] = True
+            self._flush(seq)
+            self._keep_only(in_part)
+            self._load(np.flatnonzero(in_part & ~self.resident))
+            part_events = None
+            if len(ev_bucket):
+                sel = np.flatnonzero(in_part[ev_bucket])
+                part_events = events.take(pa.array(sel)) if len(sel) else None
+            result = self._step_part(part_events, in_part, watermark, processing_time, batch_seq)
+            result.metrics["parts"] = len(parts)
+            yield result
+
+    def _step_part(self, events, touched, watermark, processing_time, batch_seq) -> StepResult:
+        op = self.op
         result = op.step(events, watermark=watermark, processing_time=processing_time, batch_seq=batch_seq)
         self._assign_buckets()
         self.dirty |= touched
         self.last_used[touched] = op.seq
         result.metrics["state_rows"] = self.num_windows
         return result
+
+    def _keep_only(self, keep: np.ndarray) -> None:
+        """Drop every (clean) bucket not in ``keep`` from memory."""
+        op = self.op
+        drop = self.resident & ~keep
+        if op.num_windows and drop.any():
+            op.drop_rows(drop[op.cols["bkt"]])
+        self.resident[drop & (self.summary[:, 0] > 0)] = False
 
     def bucket_of(self, events: pa.Table, key_hash: np.ndarray | None = None) -> np.ndarray:
         """Key bucket per row: the key hash (the same one shards use), re-mixed so buckets and
@@ -226,11 +298,13 @@ class StateStore:
             self._schema = self.op.export_rows(np.zeros(0, dtype=np.int64)).schema
         return self._schema
 
-    def evict(self) -> int:
-        """Drop least recently used (clean) buckets from memory while more than ``max_rows``
-        windows are resident; returns the windows dropped. Call after ``persist``."""
+    def evict(self, target: int | None = None) -> int:
+        """Drop least recently used (clean) buckets from memory while more than ``target``
+        (default ``max_rows``) windows are resident; returns the windows dropped. Call after
+        ``persist``."""
         op = self.op
-        if op.num_windows <= self.max_rows:
+        target = self.max_rows if target is None else target
+        if op.num_windows <= target:
             return 0
         assert not self.dirty.any(), "evict() after persist()"
         counts = np.bincount(op.cols["bkt"], minlength=self.n_buckets)
@@ -238,7 +312,7 @@ class StateStore:
         drop = np.zeros(self.n_buckets, dtype=bool)
         left = op.num_windows
         for b in order:
-            if left <= self.max_rows:
+            if left <= target:
                 break
             drop[b] = True
             left -= int(counts[b])
@@ -249,29 +323,43 @@ class StateStore:
 
     # ------------------------------------------------------------------ persisting
     def persist(self, seq: int, *, durable: bool = True) -> int:
-        """Write the snapshot for offset ``seq``: changed buckets + manifest; returns bytes written."""
+        """Write the snapshot for offset ``seq``: changed buckets + manifest; returns bytes written
+        for this batch (including parts written between ``step_parts``)."""
         self._compact()
+        written = self._flush(seq, durable=durable, extras=True)
+        blob = self._manifest(seq, self._extra_loc)
+        self.io.write_atomic(manifest_uri(self.root, seq), blob, durable=durable)
+        self.bytes_written = self._pending_bytes + len(blob)
+        self._pending_bytes, self._part, self._part_seq = 0, 0, None
+        return self.bytes_written
+
+    def _flush(self, seq: int, *, durable: bool = True, extras: bool = False) -> int:
+        """Write the dirty buckets (and, with ``extras``, the operator extras) to a new segment
+        file of batch ``seq``; they are clean afterwards."""
+        if self._part_seq != seq:
+            self._part_seq, self._part = seq, 0
         op = self.op
         dirty = np.flatnonzero(self.dirty)
-        written = 0
         buf = _io.BytesIO()
         name = segment_uri("", seq).lstrip("/")
-        extra_loc = None
-        if op.bound:
-            raw = pickle.dumps(extra_state(op), protocol=5)
-            extra_loc = [name, 0, len(raw), _checksum(raw)]
-            buf.write(raw)
+        name = name if self._part == 0 else name.replace(".bin", f"-{self._part}.bin")
+        if extras:
+            self._extra_loc = None
+            if op.bound:
+                raw = pickle.dumps(extra_state(op), protocol=5)
+                self._extra_loc = [name, 0, len(raw), _checksum(raw)]
+                buf.write(raw)
         if len(dirty) and op.bound:
             bkt = op.cols["bkt"] if op.num_windows else np.zeros(0, np.int64)
-            in_dirty = self.dirty[bkt] if len(bkt) else np.zeros(0, bool)
-            rows = np.flatnonzero(in_dirty)
+            rows = np.flatnonzero(self.dirty[bkt]) if len(bkt) else np.zeros(0, np.int64)
             rows = rows[np.argsort(bkt[rows], kind="stable")]
-            ev, pt = op.row_timers() if len(rows) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-            tev, _ = op.row_timers(expiry=False) if len(rows) else (np.zeros(0, np.int64), None)
-            table = op.export_rows(rows) if len(rows) else None
+            if len(rows):
+                ev, pt = op.row_timers()
+                tev, _ = op.row_timers(expiry=False)
+                table = op.export_rows(rows)
             sorted_b = bkt[rows]
-            bounds = np.searchsorted(sorted_b, dirty, side="left"), np.searchsorted(sorted_b, dirty, side="right")
-            for b, lo, hi in zip(dirty.tolist(), bounds[0].tolist(), bounds[1].tolist()):
+            lows, highs = np.searchsorted(sorted_b, dirty, side="left"), np.searchsorted(sorted_b, dirty, side="right")
+            for b, lo, hi in zip(dirty.tolist(), lows.tolist(), highs.tolist()):
                 if hi == lo:
                     self.loc.pop(b, None)
                     self.summary[b] = (0, MAX_TIME, MAX_TIME, MAX_TIME)
@@ -281,14 +369,12 @@ class StateStore:
                 buf.write(raw)
                 sel = rows[lo:hi]
                 self.summary[b] = (hi - lo, int(ev[sel].min()), int(pt[sel].min()), int(tev[sel].min()))
+        self.dirty[:] = False
         if buf.tell():
             self.io.write_atomic(f"{self.root}/{name}", buf.getvalue(), durable=durable)
-            written += buf.tell()
-        self.dirty[:] = False
-        blob = self._manifest(seq, extra_loc)
-        self.io.write_atomic(manifest_uri(self.root, seq), blob, durable=durable)
-        self.bytes_written = written + len(blob)
-        return self.bytes_written
+            self._part += 1
+        self._pending_bytes += buf.tell()
+        return buf.tell()
 
     def _compact(self) -> None:
         """Past ``max_files`` segment files, rewrite the live buckets of the oldest one."""
@@ -333,6 +419,6 @@ def collect_garbage(io: Any, root: str, keep_from: int) -> None:
         name = info.base_name
         if name.endswith(".manifest") and name[:-9].isdigit() and int(name[:-9]) < keep_from:
             io.delete(f"{root}/{name}")
-        elif name.startswith("seg-") and name.endswith(".bin") and name[4:-4].isdigit() \
-                and int(name[4:-4]) <= keep_from and name not in live:
+        elif name.startswith("seg-") and name.endswith(".bin") and name[4:-4].split("-")[0].isdigit() \
+                and int(name[4:-4].split("-")[0]) <= keep_from and name not in live:
             io.delete(f"{root}/{name}")

@@ -70,22 +70,31 @@ def test_store_matches_in_memory_operator(tmp_path_factory, case, max_rows, max_
     plain = WindowedOperator(spec, SCHEMA)
     kw = dict(buckets=8, max_rows=max_rows, max_files=max_files)
     store = StateStore(spec, storage, root, SCHEMA, **kw)
+    split = False  # once a batch ran in parts, row ids (hence the order of panes) may differ
     for seq, (rows, wm, proc, reopen) in enumerate(steps, start=1):
         events = pa.table({"k": [r[0] for r in rows], "ts": [r[1] for r in rows], "v": [r[2] for r in rows]},
                           schema=SCHEMA) if rows else None
         a = plain.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
         b = store.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
-        assert b.panes.to_pylist() == a.panes.to_pylist(), f"step {seq}"
-        assert b.late.to_pylist() == a.late.to_pylist(), f"step {seq}"
+        split |= b.metrics.get("parts", 1) > 1
+        if split:
+            assert _sorted(b.panes) == _sorted(a.panes), f"step {seq}"
+            assert _sorted(b.late) == _sorted(a.late), f"step {seq}"
+        else:
+            assert b.panes.to_pylist() == a.panes.to_pylist(), f"step {seq}"
+            assert b.late.to_pylist() == a.late.to_pylist(), f"step {seq}"
         assert store.num_windows == plain.num_windows
         assert store.next_timers() == plain.next_timers()
         store.persist(seq)
         store.evict()
-        assert store.op.num_windows <= max(max_rows, 0) or store.op.num_windows == 0 or \
-            len(np.unique(store.op.cols["bkt"])) == 1  # one bucket may exceed the budget by itself
+        assert store.op.num_windows <= max_rows or len(np.unique(store.op.cols["bkt"])) == 1  # a bucket may exceed it
         if reopen:
             store = StateStore.open(spec, storage, root, seq, SCHEMA, **kw)
         collect_garbage(storage, root, seq)
+
+
+def _sorted(table):
+    return sorted(table.to_pylist(), key=repr)
 
 
 def _filled_store(root, **kw):

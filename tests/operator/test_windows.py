@@ -65,3 +65,19 @@ def test_cumulate(ts, step, k, offset):
 def test_bad_windows(text, why):
     with pytest.raises(OptionError, match=why):
         parse_window(text)
+
+
+@pytest.mark.parametrize("window,pairs", [("cumulate(20 milliseconds, 5 milliseconds)", 4),
+                                          ("sliding(10 milliseconds, 5 milliseconds)", 2),
+                                          ("tumbling(10 milliseconds)", 1), ("session(5 milliseconds)", 1)])
+def test_batch_whose_every_pair_is_too_late_goes_to_the_late_output(window, pairs):
+    """A batch with only too-late (element, window) pairs (found by the state-store property test:
+    cumulate crashed on it): every pair reaches the late output, nothing fires."""
+    from spark_windowing.testing import TestStream
+    s = TestStream(window=window, aggregate="count(*) AS n", key_columns="k")
+    s.advance_watermark_to(100)
+    s.add_elements([{"k": "a", "ts": 1}])
+    s.advance_watermark_to(200)
+    assert s.take_panes() == []
+    late = s.take_late()
+    assert [(r["k"], r["reason"]) for r in late] == [("a", "too_late")] * pairs

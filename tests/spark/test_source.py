@@ -126,17 +126,29 @@ def test_on_time_panes_equal_spark_batch_aggregation(spark, tmp_path, window, na
     assert_df_equality(ours, theirs, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_shard_count_does_not_change_panes(spark, tmp_path):
+def test_shard_count_and_spilling_do_not_change_panes(spark, tmp_path):
+    """1 shard, 4 shards, and 2 shards whose state mostly lives on disk (stateMemoryRows=3: batches
+    run a few buckets at a time) give the same panes and the same late rows."""
+    from deltalake import DeltaTable
     base = {"source": "generator", "totalEvents": "1500", "eventsPerBatch": "500", "keys": "12",
             "eventInterval": "200 milliseconds", "disorder": "2 seconds", "timestampColumn": "event_time",
-            "keyColumns": "user_id", "window": "session(2 seconds)",
+            "keyColumns": "user_id", "window": "session(2 seconds)", "lateFraction": "0.05",
             "trigger": "AfterWatermark(early=AfterCount(3))", "accumulationMode": "accumulating_and_retracting",
             "aggregate": "sum(amount) AS total, count(*) AS n", "watermark": "bounded(3 seconds)"}
-    one = run_panes(spark, {**base, "shards": "1", "stateLocation": str(tmp_path / "s1")}, str(tmp_path / "c1"))
+    one = run_panes(spark, {**base, "shards": "1", "stateLocation": str(tmp_path / "s1"),
+                            "lateDataPath": str(tmp_path / "late1")}, str(tmp_path / "c1"))
     four = run_panes(spark, {**base, "shards": "4", "stateLocation": str(tmp_path / "s4")}, str(tmp_path / "c4"))
+    spilled = run_panes(spark, {**base, "shards": "2", "stateLocation": str(tmp_path / "sp"), "stateBuckets": "8",
+                                "stateMemoryRows": "3", "lateDataPath": str(tmp_path / "late2")},
+                        str(tmp_path / "cp"))
     assert one.num_rows > 0
     assert {"RETRACTION", "TRIGGER"} <= set(one.column("kind").to_pylist())
     assert rows(one, drop=("batch_time",)) == rows(four, drop=("batch_time",))
+    assert rows(one, drop=("batch_time",)) == rows(spilled, drop=("batch_time",))
+    late1 = DeltaTable(str(tmp_path / "late1")).to_pyarrow_table()
+    late2 = DeltaTable(str(tmp_path / "late2")).to_pyarrow_table()
+    assert late1.num_rows > 0
+    assert rows(late1, drop=("batch_time",)) == rows(late2, drop=("batch_time",))
 
 
 def test_conf_defaults_and_explicit_options(spark, tmp_path):
