@@ -14,7 +14,7 @@ from spark_windowing.spec import OperatorSpec, parse_bool
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
 from spark_windowing.windows import GlobalWindow
 
-SOURCES = ("delta", "parquet", "json", "csv", "generator")
+SOURCES = ("delta", "parquet", "json", "csv", "generator", "panes")
 DEFAULT_SHARDS = 2
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
@@ -106,6 +106,11 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
                           why="process functions and evictors are not implemented in this version")
     window = _require(options, "window", "a window spec, e.g. tumbling(1 minute)")
     ts_col = options.get("timestampcolumn")
+    inherit = window.strip().lower() == "inherit"
+    if inherit and not ts_col:  # chained windowed queries: pane rows carry their time and watermark
+        ts_col = "pane_timestamp"
+    if inherit and not options.get("watermark"):
+        options["watermark"] = "column(watermark)"
     processing_time = not ts_col
     spec = OperatorSpec.from_options(
         window=window, aggregate=_require(options, "aggregate", "e.g. sum(amount) AS total, count(*) AS n"),

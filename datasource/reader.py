@@ -42,7 +42,7 @@ from datasource import storage, upstream
 from datasource._types import arrow_to_spark_schema
 from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
 from spark_windowing._time import MAX_TIME, MIN_TIME
-from spark_windowing.errors import SnapshotError
+from spark_windowing.errors import OptionError, SnapshotError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.panes import TIMESTAMP
 from spark_windowing.store import StateStore, collect_garbage, manifest_digest, manifest_uri
@@ -65,7 +65,11 @@ def input_schema(cfg: SourceConfig) -> pa.Schema:
 def stream_schema(options: dict[str, str]) -> StructType:
     """The pane schema for these options (validates every option: errors surface at load())."""
     cfg = parse_options(options)
-    op = WindowedOperator(cfg.spec, input_schema(cfg))
+    schema = input_schema(cfg)
+    op = WindowedOperator(cfg.spec, schema)
+    if cfg.watermark.column and cfg.watermark.column.split(".")[0] not in schema.names:
+        raise OptionError("watermark", f"column({cfg.watermark.column})", f"column(<a column of {schema.names}>)",
+                          why="no such upstream column")
     return arrow_to_spark_schema(op.pane_schema())
 
 
@@ -258,6 +262,10 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
         names.append(gap)
     if cfg.watermark.column:
         names.append(cfg.watermark.column)
+    if spec.window.inherit:
+        names += [spec.window.start_column, spec.window.end_column]
+        if "kind" in upstream.upstream_schema_cached(cfg, None).names:
+            names.append("kind")
     for a in spec.aggregates:
         if a.func == "custom":
             return None

@@ -8,6 +8,10 @@ Positions are plain JSON values kept in the source's offsets:
   if files were added since (or their listing order changed).
 * ``generator``: the number of events generated so far; event ``i`` is a pure function of
   ``(seed, i)``.
+* ``panes``: the pane tables of another windowed query (``path`` = that query's
+  ``writeStream.format("windowed")`` path): the last of its micro-batches (``batchId``) read.
+  Its ``triggers`` and ``retractions`` rows arrive together, so a downstream ``window=inherit``
+  never sees a new pane without the retraction of the one it replaces (see ``panes_*`` below).
 
 The driver resolves a batch's file list once (``plan``); each shard reads it and keeps only its
 keys (``shard_of``), projecting just the needed columns.
@@ -48,6 +52,8 @@ def upstream_schema(cfg: SourceConfig) -> pa.Schema:
         return parse_ddl(cfg.schema_ddl)
     if cfg.source == "generator":
         return GENERATOR_SCHEMA
+    if cfg.source == "panes":
+        return panes_schema(cfg.path)
     if cfg.source == "delta":
         from deltalake import DeltaTable
         try:
@@ -74,6 +80,8 @@ def parse_ddl(ddl: str) -> pa.Schema:
 
 # ---------------------------------------------------------------------- positions (driver)
 def initial_position(cfg: SourceConfig) -> Any:
+    if cfg.source == "panes":
+        return -1
     if cfg.source == "delta":
         return -1 if cfg.starting_version is None else cfg.starting_version - 1
     return 0
@@ -86,6 +94,8 @@ def latest_position(cfg: SourceConfig, start: Any, max_files: int | None, max_ro
         if cfg.generator.total_events is not None:
             end = min(end, cfg.generator.total_events)
         return max(start, end)
+    if cfg.source == "panes":
+        return panes_latest_batch(cfg.path, start, max_files)
     if cfg.source == "delta":
         from deltalake import DeltaTable
         latest = DeltaTable(cfg.path).version()
@@ -129,6 +139,8 @@ def plan(cfg: SourceConfig, start: Any, end: Any) -> Any:
     """What a micro-batch reads: a file list, or a generator index range."""
     if cfg.source == "generator":
         return [int(start), int(end)]
+    if cfg.source == "panes":
+        return panes_files(cfg.path, int(start), int(end))
     if cfg.source == "delta":
         files: list[str] = []
         for v in range(int(start) + 1, int(end) + 1):
@@ -178,6 +190,56 @@ def update_manifest(cfg: SourceConfig) -> list[str]:
     return manifest
 
 
+# ---------------------------------------------------------------------- the pane tables of a windowed query
+_PANE_TABLES = ("triggers", "retractions")
+_BATCH_KEY = "spark_windowing.batchId"  # custom commit metadata the pane sink writes
+
+
+def panes_schema(root: str) -> pa.Schema:
+    from deltalake import DeltaTable
+    uri = f"{root.rstrip('/')}/triggers"
+    try:
+        return pa.schema(DeltaTable(uri).schema().to_arrow())
+    except Exception as e:  # deltalake raises TableNotFoundError and friends
+        raise OptionError("path", root, "the path of a writeStream.format(\"windowed\") sink (its pane tables)",
+                          why=str(e).splitlines()[0]) from None
+
+
+def _batch_versions(uri: str) -> list[tuple[int, int]]:
+    """(batchId, version) of the pane sink's commits to a table, oldest first."""
+    from deltalake import DeltaTable
+    try:
+        history = DeltaTable(uri).history()
+    except Exception:  # the table does not exist yet
+        return []
+    out = [(int(h[_BATCH_KEY]), int(h["version"])) for h in history if h.get(_BATCH_KEY) is not None]
+    return sorted(out, key=lambda bv: bv[1])
+
+
+def panes_latest_batch(root: str, start: int, max_batches: int | None) -> int:
+    """The last upstream micro-batch whose pane tables are complete. The sink commits
+    ``triggers``, ``retractions`` and last ``current`` per batch (``current`` whenever the batch
+    had any row), so a batch is complete once ``current`` holds it. ``maxFilesPerTrigger``
+    limits how many upstream batches one micro-batch takes."""
+    done = sorted({b for b, _ in _batch_versions(f"{root.rstrip('/')}/current") if b > start})
+    if not done:
+        return start
+    if max_batches is not None:
+        done = done[:max_batches]
+    return max(start, done[-1])
+
+
+def panes_files(root: str, start: int, end: int) -> list[str]:
+    """Data files the upstream batches ``start+1 .. end`` added to ``triggers`` and ``retractions``."""
+    files: list[str] = []
+    for table in _PANE_TABLES:
+        uri = f"{root.rstrip('/')}/{table}"
+        for batch, version in _batch_versions(uri):
+            if start < batch <= end:
+                files.extend(delta_added_files(uri, version))
+    return files
+
+
 # ---------------------------------------------------------------------- reading (executors)
 def read_batch(cfg: SourceConfig, planned: Any, columns: list[str] | None) -> pa.Table:
     if cfg.source == "generator":
@@ -202,7 +264,7 @@ def read_files(cfg: SourceConfig, files: list[str], columns: list[str] | None) -
     tables = []
     for uri in files:
         fs, path = storage.filesystem(uri)
-        if cfg.source in ("parquet", "delta"):
+        if cfg.source in ("parquet", "delta", "panes"):
             tables.append(pq.read_table(path, filesystem=fs, columns=columns))
         else:
             with fs.open_input_stream(path) as f:

@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONF_DIR = os.path.join(ROOT, "conf")
 WINDOWED_PREFIX = "spark.windowed."
 #: Sub-directories an example owns under its output directory (removed at the start of a run).
-OWNED = ("input", "state", "checkpoint", "panes", "late", "timeline.png")
+OWNED = ("input", "state", "checkpoint", "panes", "late", "timeline.png", "downstream")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -171,7 +171,7 @@ class Outputs:
                 os.remove(path)
         return cls(root)
 
-    def describe(self, *, with_input: bool = False, with_late: bool = True) -> list[str]:
+    def describe(self, *, with_input: bool = False, with_late: bool = True, with_timeline: bool = True) -> list[str]:
         lines = [f"  pane tables (Delta)  {self.table('triggers')}",
                  f"                       {self.table('retractions')}",
                  f"                       {self.table('current')}"]
@@ -179,8 +179,9 @@ class Outputs:
             lines.append(f"  late data (Delta)    {self.late}")
         if with_input:
             lines.append(f"  input events         {self.input}")
-        lines += [f"  pane timeline        {self.timeline}",
-                  f"  operator state       {self.state}",
+        if with_timeline:
+            lines.append(f"  pane timeline        {self.timeline}")
+        lines += [f"  operator state       {self.state}",
                   f"  Spark checkpoint     {self.checkpoint}"]
         return lines
 

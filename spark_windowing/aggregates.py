@@ -17,13 +17,15 @@ counts are 0):
 
 Each may carry ``AS alias``; the default name is ``func(x)``, e.g. ``sum(amount)``.
 
-Custom accumulation: ``module:Class`` names a class with a no-argument constructor and::
+Custom accumulation: ``module:Class`` (or ``module:Class(arg, ...)``, arguments passed as strings)
+names a class with::
 
     output_fields = [("total", pa.int64()), ...]    # the pane columns it produces
     def initial(self) -> acc
     def add(self, acc, elements: pa.Table) -> acc   # one (key, window)'s new elements, arrival order
     def merge(self, accs: list) -> acc              # session merges
     def output(self, acc) -> dict                   # {column: value} for output_fields
+    def retract(self, acc, elements) -> acc         # optional: take back RETRACTION rows (window=inherit)
 
 Per batch, the built-ins pre-aggregate all (key, window) groups with one Arrow ``group_by`` and
 merge the partials into row-aligned NumPy state with vectorized operations.
@@ -47,7 +49,7 @@ AGGREGATE_FORMS = ("a comma-separated list of sum(x), count(*), count(x), avg(x)
                    "or module:Class for a custom accumulation")
 FUNCS = ("sum", "count", "avg", "min", "max", "first", "last", "collect_list", "count_distinct")
 _ITEM = re.compile(r"^\s*([A-Za-z_]\w*)\s*\(\s*(\*|[A-Za-z_][\w.]*|`[^`]+`)\s*\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$")
-_CUSTOM = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(?:(?i:AS)\s+([A-Za-z_]\w*))?\s*$")
+_CUSTOM = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(\([^()]*\))?\s*(?:(?i:AS)\s+([A-Za-z_]\w*))?\s*$")
 
 
 @dataclass(frozen=True)
@@ -83,9 +85,10 @@ def parse_aggregates(text: str) -> tuple[AggregateSpec, ...]:
         raise OptionError("aggregate", text, AGGREGATE_FORMS, why="empty")
     for item in _split_top_level(str(text)):
         custom = _CUSTOM.match(item)
-        if custom and "(" not in item:
-            specs.append(AggregateSpec("custom", None, custom.group(3) or custom.group(2),
-                                       target=f"{custom.group(1)}:{custom.group(2)}"))
+        if custom:
+            args = custom.group(3) or ""
+            specs.append(AggregateSpec("custom", None, custom.group(4) or custom.group(2),
+                                       target=f"{custom.group(1)}:{custom.group(2)}{args.replace(' ', '')}"))
             continue
         m = _ITEM.match(item)
         if not m:
@@ -107,14 +110,20 @@ def parse_aggregates(text: str) -> tuple[AggregateSpec, ...]:
 
 
 def load_custom(target: str, option: str = "aggregate") -> Any:
-    """Import ``module:Class`` and instantiate it; raise OptionError if it is not there."""
+    """Import ``module:Class`` or ``module:Class(arg, ...)`` and instantiate it (arguments are
+    passed as strings); raise OptionError if it is not there or refuses its arguments."""
     module, _, name = target.partition(":")
+    name, _, rest = name.partition("(")
+    args = [a.strip() for a in rest.rstrip(")").split(",") if a.strip()] if rest else []
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
         raise OptionError(option, target, "module:Class importable on the driver and the workers",
                           why=str(e)) from None
-    obj = cls()
+    try:
+        obj = cls(*args)
+    except (TypeError, ValueError) as e:
+        raise OptionError(option, target, f"arguments that {module}:{name} accepts", why=str(e)) from None
     for attr in ("initial", "add", "merge", "output", "output_fields"):
         if not hasattr(obj, attr):
             raise OptionError(option, target, "a class with output_fields, initial(), add(), merge(), output()",
@@ -436,6 +445,50 @@ def merge_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows
             store = cols[p + "o"]
             for r, elements in zip(rows.tolist(), partials[p + "o"]):
                 store[r] = a.custom.add(store[r], elements)
+
+
+#: Aggregates that can subtract a RETRACTION row of inherited panes (``window=inherit``);
+#: a custom accumulation can when it has ``retract(acc, elements) -> acc``.
+RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list"})
+
+
+def check_retractable(aggs: list[BoundAggregate], text: str) -> None:
+    """Raise OptionError for aggregates that cannot subtract retracted input rows."""
+    for a in aggs:
+        if a.spec.func == "custom" and not hasattr(a.custom, "retract"):
+            raise OptionError("aggregate", text, "with window=inherit over input that has RETRACTION rows: "
+                              "sum, count, avg, collect_list, or module:Class with retract(acc, elements)",
+                              why=f"{a.spec.target} has no retract(acc, elements)")
+        if a.spec.func != "custom" and a.spec.func not in RETRACTABLE:
+            raise OptionError("aggregate", text, "with window=inherit over input that has RETRACTION rows: "
+                              "sum, count, avg, collect_list, or module:Class with retract(acc, elements)",
+                              why=f"{a.spec.alias} cannot take back a retracted input row")
+
+
+def subtract_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray,
+                      partials: dict[str, Any]) -> None:
+    """Take a batch's partial aggregates of retracted input rows out of the state rows ``rows``
+    (``window=inherit``): counts and sums subtract, collect_list removes one occurrence per
+    value, custom accumulations get ``retract``."""
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        if f in ("count", "count_star"):
+            cols[p + "n"][rows] -= partials[p + "n"]
+        elif f in ("sum", "avg"):
+            cols[p + "s"][rows] -= partials[p + "s"].astype(cols[p + "s"].dtype, copy=False)
+            cols[p + "n"][rows] -= partials[p + "n"]
+        elif f == "collect_list":
+            store = cols[p + "o"]
+            for r, values in zip(rows.tolist(), partials[p + "o"].to_pylist()):
+                for v in values:
+                    if v is not None and v in store[r]:
+                        store[r].remove(v)
+        elif f == "custom":
+            store = cols[p + "o"]
+            for r, elements in zip(rows.tolist(), partials[p + "o"]):
+                store[r] = a.custom.retract(store[r], elements)
+        else:  # check_retractable() rejects the rest when the input is bound
+            raise AssertionError(f"{f} is not retractable")
 
 
 def merge_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], src: int, dst: int) -> None:

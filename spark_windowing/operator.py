@@ -131,11 +131,20 @@ class WindowedOperator:
                 raise OptionError("timestampColumn", spec.timestamp_column,
                                   "a timestamp, date, ISO-8601 string, or numeric epoch column with timestampUnit",
                                   why=f"column has type {t}")
+        if spec.window.inherit:
+            for name in (spec.window.start_column, spec.window.end_column):
+                t = _field_type(schema, name)
+                if t is None or not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_null(t)):
+                    raise OptionError("window", "inherit", "inherit over input with timestamp columns "
+                                      "window_start and window_end (e.g. the pane rows of another windowed query)",
+                                      why=f"column {name!r} is {'missing' if t is None else t}")
         gap_col = getattr(spec.window, "gap_column", None)
         if gap_col is not None and _field_type(schema, gap_col) is None:
             raise OptionError("window", spec.window.spec(), f"gapColumn naming a column of {schema.names}",
                               why=f"no column {gap_col!r}")
         self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text)
+        if spec.window.inherit and "kind" in schema.names:
+            agg.check_retractable(self.aggs, spec.aggregate_text)
         self.input_schema = schema
         key_fields = self.key_fields()
         self.keys = pa.table({f.name: pa.array([], f.type) for f in key_fields}) if key_fields else \
@@ -148,6 +157,8 @@ class WindowedOperator:
         if self._track_last:
             for j, _ in enumerate(self.aggregate_fields()):
                 layout[f"lo:{j}"] = (object, None)
+        if spec.window.inherit:  # input rows minus retracted ones: a window at 0 has no pane
+            layout["net"] = (np.int64, 0)
         if spec.window.count_based:  # element count and first/last timestamps per window
             layout.update({"cnt": (np.int64, 0), "tmin": (np.int64, _I64_MAX), "tmax": (np.int64, _I64_MIN)})
         self.layout = layout
@@ -247,6 +258,12 @@ class WindowedOperator:
         key_table = self._key_table(events)
         for name in key_table.column_names:
             valid &= ~np.asarray(key_table.column(name).is_null().to_numpy(zero_copy_only=False))
+        retract = None
+        if spec.window.inherit:
+            iws, ok_s = self.column_micros(events, spec.window.start_column)
+            iwe, ok_e = self.column_micros(events, spec.window.end_column)
+            valid &= ok_s & ok_e & (iwe > iws)
+            retract = self._retracted(events)
         if not valid.all():
             bad = ~valid
             metrics["malformed"] = int(bad.sum())
@@ -255,6 +272,8 @@ class WindowedOperator:
             events, key_table = events.filter(keep), key_table.filter(keep)
             ts = ts[valid]
             gap = gap[valid] if gap is not None else None
+            if retract is not None:
+                iws, iwe, retract = iws[valid], iwe[valid], retract[valid]
         if self.mixed is not None:
             self.mixed.add(self, events, key_table, ts, late_parts, metrics)
             n = self.num_windows
@@ -270,6 +289,8 @@ class WindowedOperator:
         if spec.window.count_based:
             idx, ws = spec.window.assign_ordinals(self._ordinals(key_table))
             we = np.full(len(ws), GLOBAL_END, dtype=np.int64)
+        elif spec.window.inherit:
+            idx, ws, we = np.arange(len(ts), dtype=np.int64), iws, iwe
         else:
             idx, ws, we = spec.window.assign(ts, gap)
         too_late = we + spec.allowed_lateness <= self.wm
@@ -298,11 +319,23 @@ class WindowedOperator:
             return touched, n_new, min_ts_new
         needed = [a.spec.column for a in self.aggs if a.spec.column is not None]
         pairs = events if any(a.spec.func == "custom" for a in self.aggs) else events.select(sorted(set(needed)))
-        rows, res = self._fold(g, pairs.take(pa.array(idx)), ts[idx])
-        touched[rows] = True
-        n_new[rows] += res["n"]
-        min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
+        neg = retract[idx] if retract is not None else np.zeros(len(idx), dtype=bool)
+        for sign, sel in ((1, ~neg), (-1, neg)):
+            if not sel.any():
+                continue
+            rows, res = self._fold(g[sel], pairs.take(pa.array(idx[sel])), ts[idx[sel]], sign=sign)
+            touched[rows] = True
+            n_new[rows] += res["n"]
+            min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
         return touched, n_new, min_ts_new
+
+    def _retracted(self, events: pa.Table) -> np.ndarray:
+        """Input rows that take back an earlier row (``kind = 'RETRACTION'``), for window=inherit."""
+        if "kind" not in events.column_names:
+            return np.zeros(events.num_rows, dtype=bool)
+        col = events.column("kind")
+        return np.asarray(pc.fill_null(pc.equal(col.cast(pa.string()), KIND_RETRACTION), False)
+                          .to_numpy(zero_copy_only=False), dtype=bool)
 
     def _drop_pairs(self, mask, reason, events, idx, ws, we, late_parts, metrics) -> None:
         """Send the (element, window) pairs in ``mask`` to the late output with ``reason``."""
@@ -310,13 +343,19 @@ class WindowedOperator:
         sel = np.flatnonzero(mask)
         late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), reason, ws[sel], we[sel]))
 
-    def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray) -> tuple[np.ndarray, dict]:
-        """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state."""
+    def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray, sign: int = 1) -> tuple[np.ndarray, dict]:
+        """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state;
+        ``sign=-1``: take them out (retracted input rows of window=inherit)."""
         hold = None
-        if self.spec.timestamp_combiner != "end_of_window":
+        if self.spec.timestamp_combiner != "end_of_window" and sign > 0:
             hold = np.where(pts >= self.wm, pts, _I64_MAX)
         rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold)
-        self._merge_into(rows, res, partials)
+        if sign < 0:
+            agg.subtract_partials(self.aggs, self.cols, rows, partials)
+        else:
+            self._merge_into(rows, res, partials)
+        if "net" in self.cols:
+            self.cols["net"][rows] += sign * res["n"]
         return rows, res
 
     def _merge_into(self, rows: np.ndarray, res: dict, partials: dict) -> None:
@@ -627,6 +666,9 @@ class WindowedOperator:
         emit = np.ones(len(rows), dtype=bool)
         if spec.fire_only_updated_panes:
             emit = ~self._same_as_last(rows, values)
+        gone = np.zeros(len(rows), dtype=bool)
+        if spec.window.inherit:  # every input row of the window was retracted: only retract its pane
+            gone = cols["net"][rows] <= 0
         if spec.window.count_based:  # a count window "ends" at its last element
             pts = cols["tmax"][rows]
         elif spec.timestamp_combiner == "end_of_window":
@@ -642,6 +684,10 @@ class WindowedOperator:
             prior = cols["lp_idx"][e_rows] >= 0
             if prior.any():
                 pane_parts.append((cols["rid"][e_rows[prior]] * 2, self._retractions(e_rows[prior])))
+        if gone.any():
+            cols["lp_idx"][rows[gone & emit]] = -1  # retracted above; nothing left to retract later
+            emit &= ~gone
+            e_rows = rows[emit]
         if emit.any():
             sel = pa.array(np.flatnonzero(emit))
             table = self._pane_table(e_rows, ws[emit], we[emit], [v.take(sel) for v in values],

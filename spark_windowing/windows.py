@@ -24,7 +24,7 @@ from spark_windowing.errors import OptionError
 
 WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset>]), "
                 "sliding(<size>, <n> elements), cumulate(<maxSize>, <step>[, <offset>]), count(<size>[, <slide>]), "
-                "count(<size>, <every duration>[, <offset>]), session(<gap>), session(gapColumn=<column>), global "
+                "count(<size>, <every duration>[, <offset>]), session(<gap>), session(gapColumn=<column>), global, inherit "
                 "— sizes are durations such as '10 minutes', counts are integers ('100' or '100 elements')")
 
 
@@ -36,6 +36,7 @@ class WindowFn:
     same_start: ClassVar[bool] = False  # several windows of a key may share a start
     count_based: ClassVar[bool] = False  # windows by element count, not time
     mixed: ClassVar[bool] = False  # Storm's count/time mixes: evaluated by spark_windowing.mixed
+    inherit: ClassVar[bool] = False  # windows read from the input's window_start/window_end
 
     def assign(self, ts: np.ndarray, gap: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -244,6 +245,24 @@ class GlobalWindow(WindowFn):
         return "global"
 
 
+@dataclass(frozen=True)
+class Inherit(WindowFn):
+    """Window propagation (Apex): every input row already names its window in the columns
+    ``window_start`` / ``window_end`` (timestamps; e.g. the pane rows of another windowed query)
+    and is aggregated into exactly that window of its key. A row whose ``kind`` column is
+    ``RETRACTION`` is subtracted (see ``spark_windowing.operator``), so windowed queries chain:
+    per-key sums upstream, then e.g. the top keys per window downstream. Rows with a null or
+    inverted window are malformed."""
+
+    inherit: ClassVar[bool] = True
+    same_start: ClassVar[bool] = True  # inherited windows may share a start (cumulate upstream)
+    start_column: ClassVar[str] = "window_start"
+    end_column: ClassVar[str] = "window_end"
+
+    def spec(self) -> str:
+        return "inherit"
+
+
 def _dur(arg, what: str, text: str, *, allow_zero=False) -> int:
     if not isinstance(arg, str):
         raise OptionError("window", text, WINDOW_FORMS, why=f"{what} must be a duration")
@@ -347,4 +366,6 @@ def _build(call: Call, text: str) -> WindowFn:
         return Session(gap=_dur(call.args[0], "gap", text))
     if name in ("global", "globalwindows") and not call.args:
         return GlobalWindow()
+    if name == "inherit" and not call.args:
+        return Inherit()
     raise OptionError("window", text, WINDOW_FORMS, why=f"unknown window kind {call.name!r}")

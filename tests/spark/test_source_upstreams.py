@@ -77,3 +77,26 @@ def test_watermark_from_an_upstream_column(spark, tmp_path):
                       str(tmp_path / "chk"))
     got = [(r["s"], r["pane_timing"], micros(r["watermark"])) for r in panes.to_pylist()]
     assert got == [(3, "ON_TIME", T0 + 60 * SEC)]  # numeric epochs (ts and wm) are in timestampUnit
+
+
+@pytest.mark.parametrize("options,fragment", [
+    ({"source": "panes", "path": "/nonexistent/panes", "window": "inherit", "aggregate": "count(*) AS n"},
+     "invalid option 'path'"),
+    ({"source": "delta", "window": "inherit", "aggregate": "count(*) AS n", "timestampColumn": "ts"},
+     "invalid option 'window'"),
+    ({"source": "delta", "window": "inherit", "aggregate": "count(*) AS n", "path": "WITH_WINDOWS",
+      "watermark": "column(nope)"}, "invalid option 'watermark'"),
+])
+def test_window_inherit_and_panes_source_errors_at_load(spark, tmp_path, options, fragment):
+    """A pane-table upstream that is not there, or inherit over input without window columns."""
+    from deltalake import write_deltalake
+    path = str(tmp_path / "events")
+    ts = pa.array([1], pa.timestamp("us", tz="UTC"))
+    write_deltalake(path, pa.table({"k": ["a"], "ts": ts}))
+    write_deltalake(str(tmp_path / "windowed"), pa.table({"window_start": ts, "window_end": ts, "pane_timestamp": ts}))
+    reader = spark.readStream.format("windowed").option("stateLocation", str(tmp_path / "s")).option("path", path)
+    for k, v in options.items():
+        reader = reader.option(k, str(tmp_path / "windowed") if v == "WITH_WINDOWS" else v)
+    with pytest.raises(Exception) as info:
+        reader.load()
+    assert fragment in str(info.value) and "Accepted:" in str(info.value)
