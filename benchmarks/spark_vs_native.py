@@ -119,6 +119,17 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(warm, ignore_errors=True)
     print(f"events={args.events:,} keys={args.keys:,} files={args.files} maxFilesPerTrigger={max_files} "
           f"(~{args.batches} micro-batches) shards={args.shards} local[2], {os.cpu_count()} cores")
+    # The floor: the same queries over files of one event each (same files/batches): what Spark's
+    # micro-batch machinery costs each engine, whatever the data.
+    floor_dir = os.path.join(args.dir, f"floor-{args.files}")
+    generate(floor_dir, args.files, 1, args.files, 0)
+    work = tempfile.mkdtemp(prefix="bench-floor-")
+    floor_native = run_native(spark, floor_dir, "window(ts, '1 minute')", max_files, delay, os.path.join(work, "n"))
+    floor_ours = run_ours(spark, floor_dir, "tumbling(1 minute)", max_files, delay, os.path.join(work, "o"),
+                          os.path.join(work, "s"), args.shards)
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"floor (1 event per file, same batches): spark native {floor_native:.2f} s, "
+          f"spark-windowing {floor_ours:.2f} s")
     print(f"{'window':10s} {'engine':16s} {'seconds':>8s} {'M events/s':>11s}")
     for name, (ours_window, native_expr) in CASES.items():
         if args.only and args.only != name:
