@@ -88,19 +88,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing._time import GLOBAL_END, MAX_TIME
+from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.panes import LATE_REASON_TOO_LATE
-from spark_windowing.windows import CountEvery, SlidingEvery, WindowFn
+from spark_windowing.windows import CountEvery, RecordSliding, SlidingEvery, WindowFn
 
 if TYPE_CHECKING:  # the operator imports this module
     from spark_windowing.operator import WindowedOperator
 
 
-def build_logic(window: WindowFn) -> "MixedLogic":
+def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
+    """The buffered logic of a window kind with ``mixed`` set (``lateness``: allowedLateness, µs)."""
     if isinstance(window, CountEvery):
         return CountEveryLogic(window)
     if isinstance(window, SlidingEvery):
         return SlidingEveryLogic(window)
+    if isinstance(window, RecordSliding):
+        return RecordSlidingLogic(window, lateness)
     raise TypeError(f"not a mixed window: {window!r}")
 
 
@@ -128,12 +131,15 @@ class MixedLogic:
         if len(keep) == 0:
             return
         take = pa.array(keep)
-        custom = any(a.spec.func == "custom" for a in op.aggs)
-        needed = sorted({a.spec.column for a in op.aggs if a.spec.column is not None})
-        values = (events if custom else events.select(needed)).take(take)
-        self._append(key_table.take(take), values, ts[keep])
+        self._append(key_table.take(take), self._values(op, events).take(take), ts[keep])
 
-    def evaluate(self, op: "WindowedOperator", pane_parts: list) -> None:
+    def _values(self, op: "WindowedOperator", events: pa.Table) -> pa.Table:
+        """The columns buffered per element: what the aggregates read."""
+        if any(a.spec.func == "custom" for a in op.aggs):
+            return events
+        return events.select(sorted({a.spec.column for a in op.aggs if a.spec.column is not None}))
+
+    def evaluate(self, op: "WindowedOperator", pane_parts: list, late_parts: list, metrics: dict) -> None:
         raise NotImplementedError
 
     def late(self, op: "WindowedOperator", ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,20 +187,27 @@ class MixedLogic:
         return order, kid_o, first
 
     def _fire(self, op: "WindowedOperator", rep: np.ndarray, seq: np.ndarray, lo: np.ndarray,
-              hi: np.ndarray, order: np.ndarray, pane_parts: list) -> None:
+              hi: np.ndarray, order: np.ndarray, pane_parts: list, we: np.ndarray | None = None) -> None:
         """One final ON_TIME pane per window ``w``: the buffered elements ``order[lo[w]:hi[w]]``
-        (sorted positions), the key of buffered element ``rep[w]``, ``window_seq = seq[w]``."""
+        (sorted positions, by time), the key of buffered element ``rep[w]``, ``window_seq = seq[w]``
+        (count-based kinds) or the window ``[seq[w], we[w])`` (record_sliding)."""
         assert self.keys is not None and self.values is not None
         m = len(rep)
         if m == 0:
             return
         rows = op._append_rows(self.keys.take(pa.array(rep)), seq.astype(np.int64),
-                               np.full(m, GLOBAL_END, dtype=np.int64))
+                               np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64))
         lengths = hi - lo
         win = np.repeat(np.arange(m), lengths)
         pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
         src = order[pos]
-        op._fold(rows[win], self.values.take(pa.array(src)), self.ts[src])
+        values = self.values
+        if not any(a.spec.func == "custom" for a in op.aggs):
+            values = values.select(sorted({a.spec.column for a in op.aggs if a.spec.column is not None}))
+        op._fold(rows[win], values.take(pa.array(src)), self.ts[src])
+        # first / last element time: pane_timestamp under the earliest / latest combiners
+        op.cols["hold_min"][rows] = self.ts[order[lo]]
+        op.cols["hold_max"][rows] = self.ts[order[hi - 1]]
         op._emit(rows, np.zeros(m, dtype=bool), np.ones(m, dtype=bool), pane_parts)
         op.cols["closed"][rows] = True
 
@@ -248,7 +261,7 @@ class CountEveryLogic(MixedLogic):
         we = w.offset + first * w.every
         return late, we - w.every, we
 
-    def evaluate(self, op, pane_parts) -> None:
+    def evaluate(self, op, pane_parts, late_parts, metrics) -> None:
         w = self.window
         k_now = self._boundary_index(op.wm)
         if self.done_k is not None and k_now <= self.done_k:
@@ -341,7 +354,7 @@ class SlidingEveryLogic(MixedLogic):
             self.counted = np.concatenate([self.counted, np.zeros(len(missing), dtype=np.int64)])
         return row_of[kid_buf]
 
-    def evaluate(self, op, pane_parts) -> None:
+    def evaluate(self, op, pane_parts, late_parts, metrics) -> None:
         w = self.window
         if len(self.ts) == 0:
             return
@@ -400,3 +413,144 @@ class SlidingEveryLogic(MixedLogic):
 
     def _restore_extra(self, doc):
         self.ordinal, self.counted_keys, self.counted = doc["ordinal"], doc["counted_keys"], doc["counted"]
+
+
+class RecordSlidingLogic(MixedLogic):
+    """``record_sliding(size)``, Kafka Streams' KIP-450 sliding windows: see the module docstring.
+
+    Per buffered element also: the watermark at its arrival (``arr_wm``; a window takes the
+    elements that arrived while it was open) and whether a fired window held it (``in_pane``)."""
+
+    window: RecordSliding
+
+    def __init__(self, window: RecordSliding, lateness: int) -> None:
+        super().__init__(window)
+        self.lateness = int(lateness)
+        self.grain = 1                 # the timestamps' grain in µs (1000 for ms epochs)
+        self.done_wm = MIN_TIME        # watermark of the last evaluation
+        self.arr_wm = np.empty(0, dtype=np.int64)
+        self.in_pane = np.empty(0, dtype=bool)
+
+    # A window [s, s + size] (inclusive) closes once watermark >= s + size + 1 µs + lateness.
+    def _close(self, end: np.ndarray) -> np.ndarray:
+        return end + 1 + self.lateness
+
+    def late(self, op, ts):
+        # every window holding ts ends at or before ts + size: too late once that one is closed
+        w = self.window
+        return self._close(ts + w.size) <= op.wm, ts - w.size, ts
+
+    def add(self, op, events, key_table, ts, late_parts, metrics) -> None:
+        self.grain = _grain(op)
+        n0 = len(self.ts)
+        super().add(op, events, key_table, ts, late_parts, metrics)
+        self.arr_wm[n0:] = op.wm
+
+    def _values(self, op, events):
+        return events  # whole rows: an element no window took goes to the late output as it came
+
+    def _appended(self, m: int) -> None:
+        self.arr_wm = np.concatenate([self.arr_wm, np.full(m, self.done_wm, dtype=np.int64)])
+        self.in_pane = np.concatenate([self.in_pane, np.zeros(m, dtype=bool)])
+
+    def _kept(self, keep: np.ndarray) -> None:
+        self.arr_wm, self.in_pane = self.arr_wm[keep], self.in_pane[keep]
+
+    def _candidates(self, kid_o: np.ndarray, ts_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(key id, start) of every window the (key, time)-sorted elements bring, deduplicated:
+        per distinct time t, ``[t − size, t]`` and ``[t + g, t + g + size]`` (possibly empty)."""
+        head = np.ones(len(ts_o), dtype=bool)
+        head[1:] = (kid_o[1:] != kid_o[:-1]) | (ts_o[1:] != ts_o[:-1])
+        uk, ut = kid_o[head], ts_o[head]
+        ck = np.concatenate([uk, uk])
+        cs = np.concatenate([ut - self.window.size, ut + self.grain])
+        o = np.lexsort((ck, cs))
+        ck, cs = ck[o], cs[o]
+        first = np.ones(len(cs), dtype=bool)
+        first[1:] = (ck[1:] != ck[:-1]) | (cs[1:] != cs[:-1])  # left(t') == right(t) when t' = t + g + size
+        return ck[first], cs[first]
+
+    def _spans(self, kid_o, ts_o, ck, cs) -> tuple[np.ndarray, np.ndarray]:
+        """Sorted positions [lo, hi) of each window's elements (ts in [start, start + size])."""
+        (r_ts, r_s, r_e), span = _ranks(ts_o, cs, cs + self.window.size)
+        comp = kid_o * span + r_ts
+        return (np.searchsorted(comp, ck * span + r_s, side="left"),
+                np.searchsorted(comp, ck * span + r_e, side="right"))
+
+    def evaluate(self, op, pane_parts, late_parts, metrics) -> None:
+        w, wm, prev = self.window, op.wm, self.done_wm
+        if wm <= prev:
+            return
+        self.done_wm = wm
+        if len(self.ts) == 0:
+            return
+        assert self.keys is not None and self.values is not None
+        # Windows closing now (prev < close <= wm) hold the elements that came before this step:
+        # this step's elements arrived under watermark wm, when those windows were already closed.
+        old = np.flatnonzero(self.arr_wm <= prev)
+        if len(old):
+            kid = _factorize([self.keys.take(pa.array(old))])[0]
+            o = np.lexsort((self.arr[old], self.ts[old], kid))
+            order, kid_o = old[o], kid[o]
+            ts_o = self.ts[order]
+            ck, cs = self._candidates(kid_o, ts_o)
+            close = self._close(cs + w.size)
+            due = (close > prev) & (close <= wm)
+            ck, cs = ck[due], cs[due]
+            lo, hi = self._spans(kid_o, ts_o, ck, cs)
+            full = hi > lo
+            ck, cs, lo, hi = ck[full], cs[full], lo[full], hi[full]
+            if len(cs):
+                self._fire(op, order[lo], cs, lo, hi, order, pane_parts, we=cs + w.size + 1)
+                cover = np.zeros(len(order) + 1, dtype=np.int64)
+                np.add.at(cover, lo, 1)
+                np.add.at(cover, hi, -1)
+                self.in_pane[order[np.cumsum(cover)[:-1] > 0]] = True
+        # no window still to close can hold these: those no window took go to the late output
+        gone = self._close(self.ts + w.size)
+        lost = (gone > prev) & (gone <= wm) & ~self.in_pane
+        if lost.any():
+            sel = np.flatnonzero(lost)
+            metrics[LATE_REASON_TOO_LATE] = metrics.get(LATE_REASON_TOO_LATE, 0) + len(sel)
+            late_parts.append(op._late_rows(self.values.take(pa.array(sel)), LATE_REASON_TOO_LATE,
+                                            self.ts[sel] - w.size, self.ts[sel]))
+        # an element is kept while the window starting just after it may still close
+        self._keep(self._close(self.ts + self.grain + w.size) > wm)
+
+    def next_timer(self) -> int:
+        """The earliest watermark at which a window closes or an element is given up."""
+        if len(self.ts) == 0:
+            return MAX_TIME
+        w = self.window
+        kid = _factorize([self.keys])[0] if self.keys is not None else np.zeros(0, dtype=np.int64)
+        order = np.lexsort((self.ts, kid))
+        kid_o, ts_o = kid[order], self.ts[order]
+        # [t + g, t + g + size] holds an element iff the key's next later element is in it
+        (r_ts,), span = _ranks(ts_o)
+        comp = kid_o * span + r_ts
+        nxt = np.searchsorted(comp, comp, side="right")
+        has_next = nxt < len(ts_o)
+        nxt_c = np.minimum(nxt, len(ts_o) - 1)
+        right = has_next & (kid_o[nxt_c] == kid_o) & (ts_o[nxt_c] <= ts_o + self.grain + w.size)
+        times = np.concatenate([self._close(ts_o), self._close(ts_o[right] + self.grain + w.size),
+                                self._close(self.ts[~self.in_pane] + w.size)])
+        times = times[times > self.done_wm]
+        return int(times.min()) if len(times) else MAX_TIME
+
+    def _extra_state(self):
+        return {"grain": self.grain, "done_wm": self.done_wm, "arr_wm": self.arr_wm, "in_pane": self.in_pane}
+
+    def _restore_extra(self, doc):
+        self.grain, self.done_wm = int(doc["grain"]), int(doc["done_wm"])
+        self.arr_wm, self.in_pane = doc["arr_wm"], doc["in_pane"]
+
+
+def _grain(op: "WindowedOperator") -> int:
+    """The timestamps' grain in µs: the unit of integer epoch columns (Kafka's are milliseconds),
+    else 1 µs (timestamp, date, string and floating-point columns)."""
+    from spark_windowing.operator import _field_type
+    column = op.spec.timestamp_column
+    t = _field_type(op.input_schema, column) if column is not None and op.input_schema is not None else None
+    if t is not None and pa.types.is_integer(t):
+        return UNIT_FACTORS[op.spec.timestamp_unit or "ms"]
+    return 1

@@ -103,8 +103,9 @@ class WindowedOperator:
         self.cols: dict[str, np.ndarray] = {}
         self.layout: dict[str, tuple[object, object]] = {}
         self._track_last = spec.retracting or spec.fire_only_updated_panes
-        # count(n, <duration>) / sliding(<duration>, n elements): buffered, evaluated in mixed.py
-        self.mixed = mixed_windows.build_logic(spec.window) if spec.window.mixed else None
+        # count(n, <duration>) / sliding(<duration>, n elements) / record_sliding(<size>):
+        # buffered, evaluated in mixed.py
+        self.mixed = mixed_windows.build_logic(spec.window, spec.allowed_lateness) if spec.window.mixed else None
         if input_schema is not None:
             self.bind(input_schema)
 
@@ -235,7 +236,7 @@ class WindowedOperator:
             touched, n_new, min_ts_new = self._add(events, late_parts, pane_parts, metrics)
         self._fire(touched, n_new, min_ts_new, pane_parts)
         if self.mixed is not None:
-            self.mixed.evaluate(self, pane_parts)
+            self.mixed.evaluate(self, pane_parts, late_parts, metrics)
         expired = self._expire()
         panes, order = self._assemble(pane_parts)
         late = pa.concat_tables(late_parts) if late_parts else self.late_schema().empty_table()
@@ -739,6 +740,8 @@ class WindowedOperator:
         if self.spec.window.count_based:
             values = [pa.array(ws, pa.int64()), *values]
             ws, we = self.cols["tmin"][rows], self.cols["tmax"][rows]
+        elif self.spec.window.inclusive_end:  # record_sliding: [start, end] both inclusive
+            we = we - 1
         arrays += [_ts_array(ws), _ts_array(np.minimum(we, GLOBAL_END)), *values,
                    pa.repeat(pa.scalar(kind, pa.string()), n), _TIMING_ARRAY.take(pa.array(timing, pa.int8())),
                    pa.array(index, pa.int64()), pa.array(final, pa.bool_()),

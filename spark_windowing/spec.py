@@ -17,7 +17,7 @@ from spark_windowing._time import UNIT_FACTORS, parse_duration
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
 from spark_windowing.triggers import AfterCount, Default, Never, Trigger, parse_trigger
-from spark_windowing.windows import CountWindow, GlobalWindow, WindowFn, parse_window
+from spark_windowing.windows import CountWindow, GlobalWindow, RecordSliding, WindowFn, parse_window
 
 ACCUMULATION_MODES = ("discarding", "accumulating", "accumulating_and_retracting")
 TIMESTAMP_COMBINERS = ("end_of_window", "earliest", "latest")
@@ -50,14 +50,17 @@ def parse_columns(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 
 def _mixed_checks(window: WindowFn, trigger: str | None, allowed_lateness: str) -> Trigger:
-    """Mixed count/time windows fire each evaluation once, final: no trigger, no lateness."""
+    """Mixed count/time windows fire each evaluation once, final: no trigger, no lateness.
+    ``record_sliding`` fires each window once, when it closes (end + allowedLateness)."""
+    sliding = isinstance(window, RecordSliding)
+    kinds = "record_sliding(<size>)" if sliding else "count(<size>, <every>) and sliding(<size>, <n> elements)"
     if trigger is not None and str(trigger).strip() and parse_trigger(trigger).spec() != Default().spec():
-        raise OptionError("trigger", trigger, "no trigger (or Default()) with count(<size>, <every>) and "
-                          "sliding(<size>, <n> elements)",
-                          why=f"{window.spec()} fires each evaluation exactly once, as Storm does")
-    if parse_duration(allowed_lateness, option="allowedLateness"):
-        raise OptionError("allowedLateness", allowed_lateness, "0 seconds with count(<size>, <every>) and "
-                          "sliding(<size>, <n> elements)",
+        why = (f"{window.spec()} emits each window once, final, when the watermark passes its end plus "
+               "allowedLateness (Kafka's suppress(untilWindowCloses))" if sliding else
+               f"{window.spec()} fires each evaluation exactly once, as Storm does")
+        raise OptionError("trigger", trigger, f"no trigger (or Default()) with {kinds}", why=why)
+    if not sliding and parse_duration(allowed_lateness, option="allowedLateness"):
+        raise OptionError("allowedLateness", allowed_lateness, f"0 seconds with {kinds}",
                           why="their windows are final when evaluated; late elements go to the late output")
     return Never()
 
@@ -86,7 +89,7 @@ class OperatorSpec:
                      fire_only_updated_panes: object = False) -> "OperatorSpec":
         """Build from option strings (Spark option names in snake_case); raise OptionError."""
         w = parse_window(window)
-        if w.mixed:  # Storm's count/time mixes fire once per evaluation (spark_windowing.mixed)
+        if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.mixed)
             t: Trigger = _mixed_checks(w, trigger, allowed_lateness)
         elif trigger is None or not str(trigger).strip():
             t = (Never() if isinstance(w, GlobalWindow) else

@@ -24,7 +24,8 @@ from spark_windowing.errors import OptionError
 
 WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset>]), "
                 "sliding(<size>, <n> elements), cumulate(<maxSize>, <step>[, <offset>]), count(<size>[, <slide>]), "
-                "count(<size>, <every duration>[, <offset>]), session(<gap>), session(gapColumn=<column>), global, inherit "
+                "count(<size>, <every duration>[, <offset>]), record_sliding(<size>), session(<gap>), session(gapColumn=<column>), "
+                "global, inherit "
                 "— sizes are durations such as '10 minutes', counts are integers ('100' or '100 elements')")
 
 
@@ -37,6 +38,7 @@ class WindowFn:
     count_based: ClassVar[bool] = False  # windows by element count, not time
     mixed: ClassVar[bool] = False  # Storm's count/time mixes: evaluated by spark_windowing.mixed
     inherit: ClassVar[bool] = False  # windows read from the input's window_start/window_end
+    inclusive_end: ClassVar[bool] = False  # pane rows report the last instant in the window as window_end
 
     def assign(self, ts: np.ndarray, gap: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -233,6 +235,29 @@ class SlidingEvery(WindowFn):
 
 
 @dataclass(frozen=True)
+class RecordSliding(WindowFn):
+    """Kafka Streams' sliding windows (KIP-450, ``SlidingWindows.ofTimeDifferenceAndGrace``):
+    per key, one window ``[s, s + size]`` — both bounds inclusive — per distinct set of records
+    within ``size`` of each other. A record at ``t`` brings the window ``[t − size, t]`` ending at
+    it and, if later records fall in it, ``[t + g, t + g + size]`` starting just after it (``g`` =
+    the timestamps' grain: 1 ms for millisecond epochs as in Kafka, 1 µs for timestamp columns).
+    Each window fires once, ON_TIME and final, when the watermark passes its end plus
+    ``allowedLateness`` (Kafka's ``suppress(untilWindowCloses)``). Pane rows report the inclusive
+    end as ``window_end``. See ``spark_windowing.mixed`` for the exact rules."""
+
+    size: int
+    mixed: ClassVar[bool] = True
+    inclusive_end: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        if self.size <= 0:
+            raise OptionError("window", self.spec(), WINDOW_FORMS, why="record_sliding(<size>) needs a positive size")
+
+    def spec(self) -> str:
+        return f"record_sliding({format_duration(self.size)})"
+
+
+@dataclass(frozen=True)
 class GlobalWindow(WindowFn):
     """One window for all time: ``[0001-01-01, 9999-12-31T23:59:59.999999]``; never expires."""
 
@@ -364,6 +389,9 @@ def _build(call: Call, text: str) -> WindowFn:
             return Session(gap_column=col.strip().strip("`"))
         _nargs(call, text, 1, 1)
         return Session(gap=_dur(call.args[0], "gap", text))
+    if name in ("record_sliding", "recordsliding"):
+        _nargs(call, text, 1, 1)
+        return RecordSliding(_dur(call.args[0], "size", text))
     if name in ("global", "globalwindows") and not call.args:
         return GlobalWindow()
     if name == "inherit" and not call.args:
