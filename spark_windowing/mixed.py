@@ -1,4 +1,5 @@
-"""Storm's mixed count/time windows, in event time, per key.
+"""Buffered window kinds, in event time, per key: Storm's mixed count/time windows and Kafka
+Streams' record-sliding windows (KIP-450).
 
 Storm's ``BaseWindowedBolt.withWindow`` mixes a count length with a time slide and the other way
 round. Here they are per key and driven by the watermark:
@@ -25,6 +26,35 @@ round. Here they are per key and driven by the watermark:
     ``window_seq`` = the trigger's number per key (0-based). An element with ``ts < watermark`` is
     late: its place in the key's timestamp order may already have been counted.
 
+``record_sliding(size)`` — Kafka Streams' ``SlidingWindows`` (KIP-450) with ``suppress(untilWindowCloses)``
+    Windows ``[s, s + size]``, both bounds inclusive, one per distinct set of a key's records
+    within ``size`` of each other. Per distinct record time ``t`` the candidates are ``[t − size, t]``
+    (ending at the record) and ``[t + g, t + g + size]`` (starting just after it; it exists only if
+    it holds records), ``g`` the timestamps' grain (the unit of integer epoch columns, 1 ms by
+    default as in Kafka; 1 µs otherwise). Every window a key can have with a distinct record set is
+    one of these (a set changes only where a record enters at ``s + size`` or leaves at ``s``), and
+    no two candidates with different starts hold the same set, so there is no window per
+    millisecond: at most two per distinct timestamp.
+
+    A window closes once ``watermark >= end + 1 µs + allowedLateness`` and then fires once (ON_TIME,
+    final) with the records that arrived while it was open — a record joins every open window that
+    holds it, and brings its two candidates if they are open when it arrives. Its records are those
+    of earlier micro-batches: this batch's records arrived under the new watermark, when the windows
+    it closes were already closed (Kafka's per-record rule, with the batch as the unit of arrival).
+    A record is late on arrival when ``[t, t + size]``, the last window that could hold it, is closed
+    (Kafka: ``t + 1 + size <= streamTime − grace``); a record kept for windows that later records
+    might have opened, where none did, goes to the late output when ``[t, t + size]`` closes — so
+    every record is in a pane or in the late output. Late rows carry ``[t − size, t]``.
+
+    ::
+
+        record_sliding(5 s), one key:    8000   9200          12400
+        [3000, 8000]                     x                               (ends at 8000)
+        [4200, 9200]                     x      x                        (ends at 9200)
+        [7400, 12400]                    x      x             x          (ends at 12400)
+        [8001, 13001]                           x             x          (starts after 8000)
+        [9201, 14201]                                         x          (starts after 9200)
+
 >>> from spark_windowing.testing import TestStream
 >>> s = TestStream(window="count(3, 10 milliseconds)", aggregate="collect_list(ts) AS t")
 >>> s.add_elements([{"ts": t} for t in (2, 5, 8, 12, 31)])
@@ -36,17 +66,26 @@ round. Here they are per key and driven by the watermark:
 >>> s.advance_watermark_to(40)
 >>> [(p["window_seq"], p["t"]) for p in s.take_panes()]
 [(0, [2, 5]), (1, [5, 8, 12]), (2, [30])]
+>>> s = TestStream(window="record_sliding(5 seconds)", aggregate="collect_list(ts) AS t")
+>>> s.add_elements([{"ts": t} for t in (8000, 9200, 12400)])
+>>> s.advance_watermark_to(20_000)
+>>> [(p["window_start"], p["window_end"], p["t"]) for p in s.take_panes()]
+[(3000, 8000, [8000]), (4200, 9200, [8000, 9200]), (7400, 12400, [8000, 9200, 12400]), (8001, 13001, [9200, 12400]), (9201, 14201, [12400])]
 
 Late rows (``lateDataPath``) carry, as ``window_start``/``window_end``, ``[b − d, b)`` for the
 first boundary ``b`` the element missed (``count``), or ``[ts, ts + d)``, the trigger times whose
 windows it could have joined (``sliding``).
 
-Both fire each window exactly once: ON_TIME, ``is_final``, ``pane_index`` 0, no retractions (a
-window is never re-fired). Pane rows carry ``window_start``/``window_end`` = the window's first and
+All of them fire each window exactly once: ON_TIME, ``is_final``, ``pane_index`` 0, no retractions (a
+window is never re-fired). ``record_sliding`` pane rows carry ``[window_start, window_end]`` = the
+window, ``window_end`` inclusive (documented; every other kind's is exclusive), ``pane_timestamp`` =
+that end, or the first / last record's time under the ``earliest`` / ``latest`` combiners. The
+count-based kinds' pane rows carry ``window_start``/``window_end`` = the window's first and
 last element timestamps (as count windows do), ``pane_timestamp`` = the last element's time
 (``t`` for ``sliding(d, n elements)``), and ``window_seq`` as above, which the sink uses to tell
 windows apart. So ``accumulationMode``, ``timestampCombiner`` and ``fireOnlyUpdatedPanes`` change
-nothing here; a ``trigger`` other than ``Default()`` and a non-zero ``allowedLateness`` are rejected.
+nothing here; a ``trigger`` other than ``Default()`` is rejected, and so is a non-zero
+``allowedLateness`` except with ``record_sliding`` (where it is Kafka's grace period).
 Aggregates see a window's elements in timestamp order (ties: arrival order).
 
 How this relates to Storm (``storm-client/.../windowing``, the ``Watermark*Policy`` classes with
@@ -78,7 +117,11 @@ evaluation to what later windows can still use: per key the last ``n`` elements 
 boundary plus everything after it (``count``), or the elements with ``ts > watermark − d``
 (``sliding``). ``sliding`` also keeps one counter per key (elements counted so far), forever, like
 count windows' per-key counts. The work per step is NumPy sorting and searching over the buffer;
-there is no per-element or per-window Python loop.
+there is no per-element or per-window Python loop. ``record_sliding`` keeps whole input rows (for
+the late output), the watermark each arrived under and whether a pane held it, and prunes a record
+once the window starting just after it has closed; each evaluation sorts the buffer by (key, time),
+builds the candidate windows of the distinct times and finds each window's records with
+``searchsorted``.
 """
 
 from __future__ import annotations

@@ -290,6 +290,21 @@ def test_no_window_per_millisecond():
                                                      + [list(range(t + 1, 300)) for t in range(299)])
 
 
+@pytest.mark.parametrize("combiner,pick", [("end_of_window", None), ("earliest", min), ("latest", max)])
+def test_pane_timestamp_is_the_inclusive_end_or_the_first_or_last_record_time(combiner, pick):
+    times = [8000, 9200, 12400]
+    s = TestStream(window="record_sliding(5 seconds)", aggregate="collect_list(ts) AS t",
+                   timestamp_combiner=combiner)
+    s.add_elements([{"ts": t} for t in times])
+    s.advance_watermark_to(20_000)
+    panes = s.take_panes()
+    assert len(panes) == 5
+    for p in panes:
+        held = [t for t in times if p["window_start"] <= t <= p["window_end"]]
+        assert p["t"] == held
+        assert p["pane_timestamp"] == (p["window_end"] if pick is None else pick(held))
+
+
 def test_options_that_do_not_apply_are_rejected():
     with pytest.raises(OptionError, match="trigger"):
         TestStream(window="record_sliding(1 second)", aggregate="count(*) AS n", trigger="AfterCount(2)")
