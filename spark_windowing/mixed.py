@@ -545,9 +545,7 @@ class RecordSlidingLogic(MixedLogic):
             ck, cs, lo, hi = ck[full], cs[full], lo[full], hi[full]
             if len(cs):
                 self._fire(op, order[lo], cs, lo, hi, order, pane_parts, we=cs + w.size + 1)
-                cover = np.zeros(len(order) + 1, dtype=np.int64)
-                np.add.at(cover, lo, 1)
-                np.add.at(cover, hi, -1)
+                cover = np.bincount(lo, minlength=len(order) + 1) - np.bincount(hi, minlength=len(order) + 1)
                 self.in_pane[order[np.cumsum(cover)[:-1] > 0]] = True
         # no window still to close can hold these: those no window took go to the late output
         gone = self._close(self.ts + w.size)
