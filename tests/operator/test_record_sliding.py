@@ -13,7 +13,8 @@ ending at it and the one starting just after it; a window takes the records that
 was open and fires once when the watermark passes end + 1 µs + allowedLateness), (2) a brute-force
 model that slides a window over every millisecond and keeps the distinct record sets, (3) the
 worked example of Kafka's ``SlidingWindows`` javadoc (above), and (4) KIP-450's rules one by one.
-Times are integer milliseconds (the timestamps' grain, as in Kafka).
+Times are integer milliseconds (the timestamps' grain, as in Kafka); the reference-model property
+also runs in integer microseconds and seconds (a window starts one grain after a record).
 """
 
 from __future__ import annotations
@@ -87,9 +88,14 @@ def brute_force_sets(records, size):
 
 # ---------------------------------------------------------------- running the operator
 
-def run(steps, size, lateness=0, **kw):
-    s = TestStream(window=f"record_sliding({size} milliseconds)", aggregate=AGG, key_columns="k",
-                   allowed_lateness=f"{lateness} milliseconds", **kw)
+UNIT_NAMES = {"ms": "milliseconds", "us": "microseconds", "s": "seconds"}
+
+
+def run(steps, size, lateness=0, unit="ms", **kw):
+    """The operator over ``steps``, all times in ``unit`` (an integer epoch column: the grain)."""
+    name = UNIT_NAMES[unit]
+    s = TestStream(window=f"record_sliding({size} {name})", aggregate=AGG, key_columns="k",
+                   allowed_lateness=f"{lateness} {name}", timestamp_unit=unit, **kw)
     for events, w in steps:
         if events:
             s.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=w)
@@ -133,10 +139,10 @@ def streams(draw, max_steps=8, keys="abc"):
 
 # ---------------------------------------------------------------- properties
 
-@given(streams(), st.sampled_from([1, 3, 5, 10]), st.sampled_from([0, 4, 12]))
-@settings(max_examples=150, deadline=None)
-def test_matches_the_kip450_reference_model(steps, size, lateness):
-    s = run(steps, size, lateness)
+@given(streams(), st.sampled_from([1, 3, 5, 10]), st.sampled_from([0, 4, 12]), st.sampled_from(["ms", "us", "s"]))
+@settings(max_examples=200, deadline=None)
+def test_matches_the_kip450_reference_model(steps, size, lateness, unit):
+    s = run(steps, size, lateness, unit)
     want_panes, want_late = ref_record_sliding(steps, size, lateness)
     assert panes_of(s, steps, size) == want_panes
     late = s.take_late()
