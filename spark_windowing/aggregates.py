@@ -36,13 +36,14 @@ from __future__ import annotations
 import importlib
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_windowing.errors import OptionError
+from spark_windowing.process import BoundProcess, PaneBuffer, PaneInfo
 
 AGGREGATE_FORMS = ("a comma-separated list of sum(x), count(*), count(x), avg(x), min(x), max(x), first(x), "
                    "last(x), collect_list(x), count_distinct(x), each optionally followed by 'AS <name>'; "
@@ -56,10 +57,10 @@ _CUSTOM = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(\([^()]*\))?\s*(?
 class AggregateSpec:
     """One aggregate of the ``aggregate`` option (unbound: no types yet)."""
 
-    func: str            # one of FUNCS, "count_star" or "custom"
-    column: str | None   # input column (None for count(*) and custom)
+    func: str            # one of FUNCS, "count_star", "custom" or "process"
+    column: str | None   # input column (None for count(*), custom and process)
     alias: str
-    target: str | None = None  # "module:Class" for custom
+    target: str | None = None  # "module:Class" for custom, "module:function" for process
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -159,6 +160,8 @@ class BoundAggregate:
         f, t = self.spec.func, self.input_type
         if f == "custom":
             return [pa.field(n, ty) for n, ty in _custom_fields(self.custom)]
+        if f == "process":
+            return list(self.custom.fields)
         out = {"sum": pa.int64() if t is not None and pa.types.is_integer(t) else pa.float64(),
                "count": pa.int64(), "count_star": pa.int64(), "count_distinct": pa.int64(),
                "avg": pa.float64(), "collect_list": pa.list_(t) if t is not None else None}.get(f, t)
@@ -190,7 +193,7 @@ class BoundAggregate:
             return {p + "v": (self.value_dtype(), None), p + "n": (np.int64, 0)}
         if f in ("first", "last"):
             return {p + "v": (self.value_dtype(), None), p + "t": (np.int64, 0), p + "n": (np.int64, 0)}
-        if f in ("collect_list", "count_distinct", "custom"):
+        if f in ("collect_list", "count_distinct", "custom", "process"):
             return {p + "o": (object, None)}
         raise AssertionError(f)
 
@@ -198,7 +201,8 @@ class BoundAggregate:
         out = np.empty(n, dtype=object)
         f = self.spec.func
         for i in range(n):
-            out[i] = [] if f == "collect_list" else set() if f == "count_distinct" else self.custom.initial()
+            out[i] = ([] if f == "collect_list" else set() if f == "count_distinct" else
+                      PaneBuffer() if f == "process" else self.custom.initial())
         return out
 
     # ---- pre-aggregation of a batch ----
@@ -224,14 +228,18 @@ def _custom_fields(obj: Any) -> list[tuple[str, pa.DataType]]:
     return [(n, t) for n, t in fields]
 
 
-def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: str = "") -> list[BoundAggregate]:
-    """Resolve input columns and types; raise OptionError for unknown columns or bad types."""
+def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: str = "",
+                    evictor: Any = None) -> list[BoundAggregate]:
+    """Resolve input columns and types; raise OptionError for unknown columns or bad types.
+    ``evictor``: the process function's evictor (``spark_windowing.process``)."""
     bound = []
     for i, s in enumerate(specs):
         t = None
         custom = None
         if s.func == "custom":
             custom = load_custom(s.target or "")
+        elif s.func == "process":
+            custom = BoundProcess(s.target or "", schema, evictor)
         elif s.column is not None:
             if s.column not in schema.names:
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
@@ -256,11 +264,13 @@ def _col_name(i: int) -> str:
 
 
 def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts: np.ndarray,
-                 hold_ts: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+                 hold_ts: np.ndarray | None, arrival: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
     """Group (element, window) pairs by target row id ``g``; return (rows, counts/holds, partials).
 
     ``pairs`` holds the elements' columns (one row per pair, arrival order), ``ts`` their event
-    times, ``hold_ts`` the times that count for the watermark hold (NaT-like = MAX where they don't).
+    times, ``hold_ts`` the times that count for the watermark hold (NaT-like = MAX where they don't),
+    ``arrival`` their arrival numbers (process functions' buffers; default: the pairs' order).
     """
     cols: dict[str, Any] = {"__g": pa.array(g, pa.int64()), "__ts": pa.array(ts, pa.int64())}
     specs: list[tuple[str, str]] = [("__ts", "count"), ("__ts", "min"), ("__ts", "max")]
@@ -305,7 +315,22 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
             partials[a.prefix + "o"] = out.column(f"{name}_{'list' if f == 'collect_list' else 'distinct'}")
     _first_last(aggs, pairs, g, ts, rows, partials)
     _custom_partials(aggs, pairs, g, rows, partials)
+    for a in aggs:
+        if a.spec.func == "process":
+            arr = np.arange(len(g), dtype=np.int64) if arrival is None else arrival
+            partials[a.prefix + "o"] = a.custom.groups(pairs, g, ts, arr, rows)
     return rows, res, partials
+
+
+def input_columns(aggs: list[BoundAggregate], events: pa.Table) -> pa.Table:
+    """The columns of ``events`` the aggregates read (all of them for custom accumulations)."""
+    if any(a.spec.func == "custom" for a in aggs):
+        return events
+    needed = {a.spec.column for a in aggs if a.spec.column is not None}
+    for a in aggs:
+        if a.spec.func == "process":
+            needed.update(a.custom.stored)
+    return events.select(sorted(needed))
 
 
 #: Aggregates whose partial states combine by sum/min/max (usable for per-slide pre-aggregation).
@@ -445,6 +470,8 @@ def merge_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows
             store = cols[p + "o"]
             for r, elements in zip(rows.tolist(), partials[p + "o"]):
                 store[r] = a.custom.add(store[r], elements)
+        elif f == "process":
+            a.custom.add(cols[p + "o"], rows, partials[p + "o"])
 
 
 #: Aggregates that can subtract a RETRACTION row of inherited panes (``window=inherit``);
@@ -455,6 +482,10 @@ RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list"})
 def check_retractable(aggs: list[BoundAggregate], text: str) -> None:
     """Raise OptionError for aggregates that cannot subtract retracted input rows."""
     for a in aggs:
+        if a.spec.func == "process":
+            raise OptionError("process", a.spec.target, "with window=inherit: input without RETRACTION rows "
+                              "(e.g. the panes of a discarding or accumulating query)",
+                              why="a process function's buffered elements cannot take back a retracted row")
         if a.spec.func == "custom" and not hasattr(a.custom, "retract"):
             raise OptionError("aggregate", text, "with window=inherit over input that has RETRACTION rows: "
                               "sum, count, avg, collect_list, or module:Class with retract(acc, elements)",
@@ -523,11 +554,18 @@ def merge_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], src: int
             cols[p + "o"][dst] = cols[p + "o"][dst] | cols[p + "o"][src]
         elif f == "custom":
             cols[p + "o"][dst] = a.custom.merge([cols[p + "o"][dst], cols[p + "o"][src]])
+        elif f == "process":
+            cols[p + "o"][dst] = cols[p + "o"][dst].merged(cols[p + "o"][src])
 
 
-def reset_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray) -> None:
-    """Clear the aggregate state of ``rows`` (discarding mode, finished windows)."""
+def reset_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray,
+               finished: bool = False) -> None:
+    """Clear the aggregate state of ``rows`` (discarding mode after a firing; ``finished``
+    windows). A process function's buffer keeps a discarded pane to report it as expired."""
     for a in aggs:
+        if a.spec.func == "process":
+            (a.custom.clear if finished else a.custom.discard)(cols[a.prefix + "o"], rows)
+            continue
         for name, (dt, default) in a.state_columns().items():
             if name.endswith(":o"):
                 cols[name][rows] = a.fresh_objects(len(rows))
@@ -537,12 +575,17 @@ def reset_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np
                 cols[name][rows] = 0 if default is None else default
 
 
-def outputs(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray) -> list[pa.Array]:
-    """The pane's aggregate columns for ``rows``, typed as ``output_fields``."""
+def outputs(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray,
+            pane: Callable[[], PaneInfo] | None = None) -> list[pa.Array]:
+    """The pane's aggregate columns for ``rows``, typed as ``output_fields``. ``pane`` describes
+    the firing (process functions: evicts and calls the function, once per pane)."""
     arrays: list[pa.Array] = []
     for a in aggs:
         p, f = a.prefix, a.spec.func
-        if f in ("count", "count_star"):
+        if f == "process":
+            assert pane is not None, "process functions are only called by a firing"
+            arrays += a.custom.fire(cols[p + "o"][rows], pane())
+        elif f in ("count", "count_star"):
             arrays.append(pa.array(cols[p + "n"][rows], pa.int64()))
         elif f == "sum":
             n = cols[p + "n"][rows]

@@ -30,3 +30,8 @@ def _rebuild_option_error(option, value, accepted, why):
 
 class SnapshotError(WindowingError):
     """A state snapshot is missing, corrupt, of another format version or of another spec."""
+
+
+class ProcessError(WindowingError):
+    """A process function (``process`` option) returned something other than its declared
+    ``output_fields``; names the function, the pane and the offending column."""

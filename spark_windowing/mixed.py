@@ -131,6 +131,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from spark_windowing import aggregates as agg
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.panes import LATE_REASON_TOO_LATE
 from spark_windowing.windows import CountEvery, RecordSliding, SlidingEvery, WindowFn
@@ -178,9 +179,7 @@ class MixedLogic:
 
     def _values(self, op: "WindowedOperator", events: pa.Table) -> pa.Table:
         """The columns buffered per element: what the aggregates read."""
-        if any(a.spec.func == "custom" for a in op.aggs):
-            return events
-        return events.select(sorted({a.spec.column for a in op.aggs if a.spec.column is not None}))
+        return agg.input_columns(op.aggs, events)
 
     def evaluate(self, op: "WindowedOperator", pane_parts: list, late_parts: list, metrics: dict) -> None:
         raise NotImplementedError

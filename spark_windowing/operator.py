@@ -34,6 +34,7 @@ from spark_windowing.errors import OptionError
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, LATE_FIELDS, LATE_REASON_CLOSED,
                                    LATE_REASON_MALFORMED, LATE_REASON_TOO_LATE, TIMESTAMP,
                                    TIMING_EARLY, TIMING_LATE, TIMING_ON_TIME, pane_schema)
+from spark_windowing.process import PaneInfo
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE, Ctx
 from spark_windowing.windows import Sliding
@@ -143,7 +144,7 @@ class WindowedOperator:
         if gap_col is not None and _field_type(schema, gap_col) is None:
             raise OptionError("window", spec.window.spec(), f"gapColumn naming a column of {schema.names}",
                               why=f"no column {gap_col!r}")
-        self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text)
+        self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor)
         if spec.window.inherit and "kind" in schema.names:
             agg.check_retractable(self.aggs, spec.aggregate_text)
         self.input_schema = schema
@@ -318,13 +319,14 @@ class WindowedOperator:
             min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
         if len(idx) == 0:
             return touched, n_new, min_ts_new
-        needed = [a.spec.column for a in self.aggs if a.spec.column is not None]
-        pairs = events if any(a.spec.func == "custom" for a in self.aggs) else events.select(sorted(set(needed)))
+        pairs = agg.input_columns(self.aggs, events)
         neg = retract[idx] if retract is not None else np.zeros(len(idx), dtype=bool)
+        arrival = (self.seq << 32) + idx  # arrival numbers: per key, the upstream order (process buffers)
         for sign, sel in ((1, ~neg), (-1, neg)):
             if not sel.any():
                 continue
-            rows, res = self._fold(g[sel], pairs.take(pa.array(idx[sel])), ts[idx[sel]], sign=sign)
+            rows, res = self._fold(g[sel], pairs.take(pa.array(idx[sel])), ts[idx[sel]], sign=sign,
+                                   arrival=arrival[sel])
             touched[rows] = True
             n_new[rows] += res["n"]
             min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
@@ -344,13 +346,17 @@ class WindowedOperator:
         sel = np.flatnonzero(mask)
         late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), reason, ws[sel], we[sel]))
 
-    def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray, sign: int = 1) -> tuple[np.ndarray, dict]:
+    def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray, sign: int = 1,
+              arrival: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
         """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state;
-        ``sign=-1``: take them out (retracted input rows of window=inherit)."""
+        ``sign=-1``: take them out (retracted input rows of window=inherit). ``arrival``: the
+        pairs' arrival numbers (default: this batch, in the pairs' order)."""
         hold = None
         if self.spec.timestamp_combiner != "end_of_window" and sign > 0:
             hold = np.where(pts >= self.wm, pts, _I64_MAX)
-        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold)
+        if arrival is None:
+            arrival = (self.seq << 32) + np.arange(len(g), dtype=np.int64)
+        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold, arrival)
         if sign < 0:
             agg.subtract_partials(self.aggs, self.cols, rows, partials)
         else:
@@ -650,7 +656,7 @@ class WindowedOperator:
         if finished.any():
             done = np.flatnonzero(finished)
             cols["closed"][done] = True
-            agg.reset_rows(self.aggs, cols, done)
+            agg.reset_rows(self.aggs, cols, done, finished=True)
 
     def _emit(self, rows, eow_due, finished, pane_parts) -> None:
         spec, cols = self.spec, self.cols
@@ -663,7 +669,7 @@ class WindowedOperator:
             timing = np.where(cols["cnt"][rows] >= spec.window.size, _ON_TIME, _EARLY)
         expires = we + spec.allowed_lateness <= self.wm
         final = finished | expires
-        values = agg.outputs(self.aggs, cols, rows)
+        values = agg.outputs(self.aggs, cols, rows, lambda: self._pane_info(rows, timing, final))
         emit = np.ones(len(rows), dtype=bool)
         if spec.fire_only_updated_panes:
             emit = ~self._same_as_last(rows, values)
@@ -711,6 +717,24 @@ class WindowedOperator:
         cols["hold_max"][clear] = _I64_MIN
         if spec.discarding:
             agg.reset_rows(self.aggs, cols, rows)
+
+    def _pane_info(self, rows: np.ndarray, timing: np.ndarray, final: np.ndarray) -> PaneInfo:
+        """The firing of ``rows`` as a process function sees it (the pane rows' values)."""
+        cols = self.cols
+        ws, we, seq = cols["ws"][rows], cols["we"][rows], None
+        if self.spec.window.count_based:
+            seq, ws, we = ws.tolist(), cols["tmin"][rows], cols["tmax"][rows]
+        keys = None
+        if self.spec.key_columns:
+            assert self.keys is not None
+            keys = self.keys.take(pa.array(rows)).to_pylist()
+        wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
+        return PaneInfo(keys=keys, window_start=_ts_array(ws).to_pylist(),
+                        window_end=_ts_array(np.minimum(we, GLOBAL_END)).to_pylist(), window_seq=seq,
+                        pane_timing=TIMINGS[timing].tolist(), pane_index=cols["pidx"][rows].tolist(),
+                        is_final=np.asarray(final, dtype=bool).tolist(),
+                        watermark=pa.scalar(wm, TIMESTAMP).as_py(),
+                        batch_time=pa.scalar(max(self.proc, 0), TIMESTAMP).as_py(), batch_seq=self.seq)
 
     def _same_as_last(self, rows, values) -> np.ndarray:
         cols = self.cols

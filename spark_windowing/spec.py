@@ -16,6 +16,7 @@ from typing import Iterable
 from spark_windowing._time import UNIT_FACTORS, parse_duration
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
+from spark_windowing.process import Evictor, check_target, load_process, parse_evictor
 from spark_windowing.triggers import AfterCount, Default, Never, Trigger, parse_trigger
 from spark_windowing.windows import CountWindow, GlobalWindow, RecordSliding, WindowFn, parse_window
 
@@ -65,6 +66,29 @@ def _mixed_checks(window: WindowFn, trigger: str | None, allowed_lateness: str) 
     return Never()
 
 
+def _given(value: object) -> bool:
+    return value is not None and bool(str(value).strip())
+
+
+def _aggregates_or_process(aggregate: str | None, process: str | None, evictor: str | None
+                           ) -> tuple[tuple[AggregateSpec, ...], str, Evictor | None]:
+    if _given(process) and _given(aggregate):
+        raise OptionError("process", process, "either aggregate or process, not both",
+                          why=f"aggregate is given too ({aggregate!r})")
+    if _given(evictor) and not _given(process):
+        raise OptionError("evictor", evictor, "an evictor together with process=module:function",
+                          why="evictors apply to the elements of a process function's pane")
+    if not _given(process):
+        if not _given(aggregate):
+            raise OptionError("aggregate", aggregate, "e.g. sum(amount) AS total, count(*) AS n; or process="
+                              "module:function", why="required (unless process is given)")
+        return parse_aggregates(str(aggregate)), str(aggregate), None
+    target = check_target(str(process))
+    load_process(target)  # importable, output_fields: fail at load(), not in a worker
+    ev = parse_evictor(str(evictor)) if _given(evictor) else None
+    return (AggregateSpec("process", None, "process", target=target),), f"process={target}", ev
+
+
 @dataclass(frozen=True)
 class OperatorSpec:
     """The windowed operator's configuration (DESIGN.md sections 3–4), all times in microseconds."""
@@ -80,14 +104,19 @@ class OperatorSpec:
     allowed_lateness: int = 0
     timestamp_combiner: str = "end_of_window"
     fire_only_updated_panes: bool = False
+    evictor: Evictor | None = None   # with a process function (``spark_windowing.process``)
 
     @classmethod
-    def from_options(cls, *, window: str, aggregate: str, trigger: str | None = None,
+    def from_options(cls, *, window: str, aggregate: str | None = None, process: str | None = None,
+                     evictor: str | None = None, trigger: str | None = None,
                      key_columns: str | Iterable[str] | None = None, timestamp_column: str | None = "ts",
                      timestamp_unit: str | None = None, accumulation_mode: str = "discarding",
                      allowed_lateness: str = "0 seconds", timestamp_combiner: str = "end_of_window",
                      fire_only_updated_panes: object = False) -> "OperatorSpec":
-        """Build from option strings (Spark option names in snake_case); raise OptionError."""
+        """Build from option strings (Spark option names in snake_case); raise OptionError.
+        Exactly one of ``aggregate`` and ``process`` (a process function is imported here, so
+        a missing one fails now); ``evictor`` only with ``process``."""
+        aggregates, aggregate_text, ev = _aggregates_or_process(aggregate, process, evictor)
         w = parse_window(window)
         if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.mixed)
             t: Trigger = _mixed_checks(w, trigger, allowed_lateness)
@@ -100,7 +129,7 @@ class OperatorSpec:
         if timestamp_unit is not None and str(timestamp_unit).strip():
             unit = _choice("timestampUnit", timestamp_unit, TIMESTAMP_UNITS)
         return cls(
-            window=w, trigger=t, aggregates=parse_aggregates(aggregate), aggregate_text=str(aggregate),
+            window=w, trigger=t, aggregates=aggregates, aggregate_text=aggregate_text, evictor=ev,
             key_columns=parse_columns(key_columns),
             timestamp_column=(timestamp_column.strip() if timestamp_column else None),
             timestamp_unit=unit,
@@ -127,6 +156,8 @@ class OperatorSpec:
             "mode": self.accumulation_mode, "lateness": self.allowed_lateness,
             "combiner": self.timestamp_combiner, "only_updated": self.fire_only_updated_panes,
         }
+        if self.evictor is not None:  # only then, so snapshots of other specs keep their fingerprint
+            doc["evictor"] = self.evictor.spec()
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
     def describe(self) -> dict[str, object]:

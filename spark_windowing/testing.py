@@ -36,14 +36,15 @@ class TestStream:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, *, window: str, aggregate: str, trigger: str | None = None,
+    def __init__(self, *, window: str, aggregate: str | None = None, process: str | None = None,
+                 evictor: str | None = None, trigger: str | None = None,
                  accumulation_mode: str = "discarding", allowed_lateness: str = "0 seconds",
                  timestamp_combiner: str = "end_of_window", key_columns: str | Iterable[str] | None = None,
                  timestamp_column: str = "ts", timestamp_unit: str = "ms",
                  fire_only_updated_panes: bool = False) -> None:
         if timestamp_unit not in UNIT_FACTORS:
             raise OptionError("timestamp_unit", timestamp_unit, ", ".join(UNIT_FACTORS))
-        self._kwargs = dict(window=window, aggregate=aggregate, trigger=trigger,
+        self._kwargs = dict(window=window, aggregate=aggregate, process=process, evictor=evictor, trigger=trigger,
                             accumulation_mode=accumulation_mode, allowed_lateness=allowed_lateness,
                             timestamp_combiner=timestamp_combiner, key_columns=key_columns,
                             timestamp_column=timestamp_column, timestamp_unit=timestamp_unit,

@@ -34,6 +34,13 @@ Default, AfterWatermark(early, late), AfterCount, AfterProcessingTime, Repeatedl
 AfterAll, AfterEach, OrFinally, Never, ContinuousEventTime, ContinuousProcessingTime, the three
 accumulation modes, the three timestamp combiners, fire_only_updated_panes, and the aggregates
 sum, count(*), count(x), avg, min, max, first, last, collect_list, count_distinct.
+
+Process functions (the ``process`` hook): instead of ``aggregate``, a callable
+``process(rows, new, evicted, expired) -> dict`` (lists of the element dicts, arrival order) gives a
+pane's values, after the ``evictor`` (``count(n)``, ``time(d)``, ``delta(threshold, column)``, read
+as Flink's ``evictBefore``) removed elements from the pane for good. ``new``: the pane's elements
+that arrived since the window's last firing; ``evicted``: removed by the evictor at this firing;
+``expired``: the previous pane when ``discarding`` (empty otherwise).
 """
 
 from __future__ import annotations
@@ -605,6 +612,28 @@ def evaluate(agg: Aggregate, elements: list[Element]) -> Any:
     raise AssertionError(agg.func)
 
 
+def evict(evictor: str | None, elements: list[Element]) -> tuple[list[Element], list[Element]]:
+    """(kept, evicted) per Flink's evictors, elements in arrival order."""
+    if evictor is None or not elements:
+        return list(elements), []
+    name, args = _call(evictor)
+    if name == "count":
+        n = int(args[0])
+        return (elements[-n:], elements[:-n]) if len(elements) > n else (list(elements), [])
+    if name == "time":
+        d = parse_duration(args[0])
+        newest = max(e.t for e in elements)
+        keep = [e.t > newest - d for e in elements]
+    elif name == "delta":
+        threshold, col = float(args[0]), args[1]
+        last = elements[-1].row.get(col)
+        keep = [not (e.row.get(col) is not None and last is not None and abs(e.row[col] - last) >= threshold)
+                for e in elements]
+    else:
+        raise ValueError(f"bad evictor {evictor!r}")
+    return ([e for e, k in zip(elements, keep) if k], [e for e, k in zip(elements, keep) if not k])
+
+
 # ----------------------------------------------------------------------------------------------
 # Per-window state
 # ----------------------------------------------------------------------------------------------
@@ -617,6 +646,7 @@ class WindowState:
     elements: list[Element] = field(default_factory=list)   # everything since creation
     unfired: list[Element] = field(default_factory=list)    # since the last firing
     hold: list[int] = field(default_factory=list)           # timestamps for earliest / latest
+    expired: list[Element] = field(default_factory=list)    # process: the discarded previous pane
     eow_timer: bool = False           # got an element while watermark < end; not yet fired
     non_early_emitted: bool = False   # an ON_TIME or LATE pane was emitted
     next_index: int = 0
@@ -631,19 +661,21 @@ class WindowState:
 class ReferenceStream:
     """Same constructor keywords and methods as spark_windowing.testing.TestStream."""
 
-    def __init__(self, *, window: str, aggregate: str, trigger: str = "Default()",
+    def __init__(self, *, window: str, aggregate: str = "", trigger: str = "Default()",
                  accumulation_mode: str = "discarding", allowed_lateness: str = "0 seconds",
                  timestamp_combiner: str = "end_of_window", key_columns=None,
                  timestamp_column: str = "ts", timestamp_unit: str = "ms",
-                 fire_only_updated_panes: bool = False) -> None:
-        self._kwargs = dict(window=window, aggregate=aggregate, trigger=trigger,
+                 fire_only_updated_panes: bool = False, process=None, evictor: str | None = None) -> None:
+        self._kwargs = dict(window=window, aggregate=aggregate, trigger=trigger, process=process, evictor=evictor,
                             accumulation_mode=accumulation_mode, allowed_lateness=allowed_lateness,
                             timestamp_combiner=timestamp_combiner, key_columns=key_columns,
                             timestamp_column=timestamp_column, timestamp_unit=timestamp_unit,
                             fire_only_updated_panes=fire_only_updated_panes)
         self.window = parse_window(window)
         self.trigger = parse_trigger(trigger)
-        self.aggregates = parse_aggregates(aggregate)
+        self.process = process
+        self.evictor = evictor
+        self.aggregates = [] if process is not None else parse_aggregates(aggregate)
         assert accumulation_mode in ("discarding", "accumulating", "accumulating_and_retracting")
         self.mode = accumulation_mode
         self.lateness = parse_duration(allowed_lateness)
@@ -818,6 +850,7 @@ class ReferenceStream:
             self.trigger.merge([ws.trigger for ws in olds]) if olds else self.trigger.new_state(),
             elements=sorted((e for ws in olds for e in ws.elements), key=lambda e: e.seq),
             unfired=sorted((e for ws in olds for e in ws.unfired), key=lambda e: e.seq),
+            expired=sorted((e for ws in olds for e in ws.expired), key=lambda e: e.seq),
             hold=[t for ws in olds for t in ws.hold],
             eow_timer=any(ws.eow_timer for ws in olds))
         existing[(start, end)] = merged
@@ -890,7 +923,10 @@ class ReferenceStream:
         else:
             timing = "LATE"
         contents = ws.unfired if self.mode == "discarding" else ws.elements
-        values = {a.name: evaluate(a, contents) for a in self.aggregates}
+        if self.process is not None:
+            values = self._process(ws, contents)
+        else:
+            values = {a.name: evaluate(a, contents) for a in self.aggregates}
         timestamp = self._pane_timestamp(ws)
         expires = self.wm_infinite or (self.wm is not None and self.wm >= ws.end + self.lateness)
 
@@ -916,7 +952,19 @@ class ReferenceStream:
             ws.hold = []
         if finished:
             ws.finished = True
-            ws.elements, ws.unfired, ws.hold = [], [], []
+            ws.elements, ws.unfired, ws.hold, ws.expired = [], [], [], []
+
+    def _process(self, ws: WindowState, contents: list[Element]) -> dict:
+        kept, evicted = evict(self.evictor, contents)
+        unfired = {e.seq for e in ws.unfired}
+        new = [e for e in kept if e.seq in unfired]
+        values = self.process([e.row for e in kept], [e.row for e in new], [e.row for e in evicted],
+                              [e.row for e in ws.expired])
+        if self.mode == "discarding":
+            ws.expired = kept
+        else:
+            ws.elements, ws.expired = kept, []
+        return values
 
     def _pane_timestamp(self, ws: WindowState) -> int:
         if self.combiner == "earliest" and ws.hold:

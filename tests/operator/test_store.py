@@ -29,6 +29,7 @@ WINDOWS = ["tumbling(10 milliseconds)", "sliding(20 milliseconds, 5 milliseconds
            "cumulate(20 milliseconds, 5 milliseconds)", "count(3, 2)", "global",
            "count(3, 10 milliseconds)", "sliding(10 milliseconds, 2 elements)", "record_sliding(10 milliseconds)"]
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
+PROCESS = "tests.operator.fixtures.process_functions:values"
 
 
 @st.composite
@@ -42,7 +43,8 @@ def scenarios(draw):
         trigger = ""
     mode = draw(st.sampled_from(["discarding", "accumulating", "accumulating_and_retracting"]))
     lateness = 0 if mixed else draw(st.sampled_from([0, 5, 30]))
-    agg = draw(st.sampled_from(["sum(v) AS s, count(*) AS n", "collect_list(v) AS l, max(v) AS m"]))
+    agg = draw(st.sampled_from(["sum(v) AS s, count(*) AS n", "collect_list(v) AS l, max(v) AS m",
+                                PROCESS + " count(3)", PROCESS + " time(8 milliseconds)"]))
     steps = []
     t = 0
     for _ in range(draw(st.integers(2, 8))):
@@ -55,7 +57,12 @@ def scenarios(draw):
 
 
 def _spec(window, trigger, mode, lateness, agg):
-    return OperatorSpec.from_options(window=window, trigger=trigger or None, aggregate=agg, key_columns="k",
+    if agg.startswith(PROCESS):  # a process function (buffered elements) with an evictor
+        fn, evictor = agg.split(" ", 1)
+        how = dict(process=fn, evictor=evictor)
+    else:
+        how = dict(aggregate=agg)
+    return OperatorSpec.from_options(window=window, trigger=trigger or None, **how, key_columns="k",
                                      timestamp_unit="ms", accumulation_mode=mode,
                                      allowed_lateness=f"{lateness} milliseconds")
 
