@@ -100,10 +100,6 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     path = options.get("path")
     if source != "generator" and not path:
         raise OptionError("path", path, f"the upstream location of the {source} source", why="required")
-    if options.get("process") or options.get("evictor"):
-        name = "process" if options.get("process") else "evictor"
-        raise OptionError(name, options[name], "not available yet (planned: issue 6); use aggregate",
-                          why="process functions and evictors are not implemented in this version")
     window = _require(options, "window", "a window spec, e.g. tumbling(1 minute)")
     ts_col = options.get("timestampcolumn")
     inherit = window.strip().lower() == "inherit"
@@ -113,7 +109,8 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         options["watermark"] = "column(watermark)"
     processing_time = not ts_col
     spec = OperatorSpec.from_options(
-        window=window, aggregate=_require(options, "aggregate", "e.g. sum(amount) AS total, count(*) AS n"),
+        window=window, aggregate=options.get("aggregate"), process=options.get("process"),
+        evictor=options.get("evictor"),
         trigger=options.get("trigger"), key_columns=options.get("keycolumns"),
         timestamp_column=ts_col or PROC_TIME_COLUMN, timestamp_unit=options.get("timestampunit"),
         accumulation_mode=options.get("accumulationmode", "discarding"),

@@ -267,7 +267,7 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
         if "kind" in upstream.upstream_schema_cached(cfg, None).names:
             names.append("kind")
     for a in spec.aggregates:
-        if a.func == "custom":
+        if a.func in ("custom", "process"):  # they may read any column
             return None
         if a.column:
             names.append(a.column)

@@ -284,7 +284,10 @@ def _distinct(batches: list[pa.RecordBatch], columns: list[str], schema: pa.Sche
               check_unique: bool) -> pa.Table:
     if not batches:
         return pa.schema([schema.field(c) for c in columns]).empty_table()
-    counted = pa.Table.from_batches(batches).group_by(columns, use_threads=False).aggregate([([], "count_all")])
+    # staged files of different tasks may differ in nullability (a join drops NOT NULL): unify
+    common = pa.schema([f.with_nullable(True) for f in batches[0].schema])
+    table = pa.Table.from_batches([b.cast(common) for b in batches], schema=common)
+    counted = table.group_by(columns, use_threads=False).aggregate([([], "count_all")])
     if check_unique and counted.num_rows and pc.max(counted["count_all"]).as_py() > 1:
         dup = counted.filter(pc.greater(counted["count_all"], 1)).slice(0, 1).to_pylist()[0]
         raise ValueError(f"windowed sink: {dup.pop('count_all')} TRIGGER rows for one key and window in "
