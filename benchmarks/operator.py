@@ -8,6 +8,11 @@ For each window kind (tumbling 1 min, sliding 5 min / 1 min, session 30 s) and t
 with a bounded(10 s) watermark, and prints events/second. The baseline is the practical ceiling:
 ``pyarrow.Table.group_by([key, window_start]).aggregate([("v", "sum")])`` over all events at once
 (tumbling windows computed with vectorized arithmetic), in the same run.
+
+    python benchmarks/operator.py --events 1000000 --keys 1000 --process
+
+``--process`` instead times ``process=`` functions (one Python call per pane: their cost follows
+the number of panes, so fewer keys = more events per pane) next to the same sums as aggregates.
 """
 
 from __future__ import annotations
@@ -34,9 +39,19 @@ def make_events(n: int, keys: int, seed: int = 1, span_s: int = 3600, disorder_s
                      "v": rng.integers(0, 1000, n)})
 
 
-def run_operator(events: pa.Table, window: str, trigger: str, bundles: int) -> tuple[float, int]:
-    spec = OperatorSpec.from_options(window=window, trigger=trigger, aggregate="sum(v) AS s, count(*) AS n",
-                                     key_columns="k", timestamp_unit="us")
+def sum_v(elements: pa.Table, ctx) -> dict:
+    """A process function doing what ``sum(v) AS s, count(*) AS n`` does."""
+    return {"s": pc.sum(elements.column("v")).as_py(), "n": elements.num_rows}
+
+
+sum_v.output_fields = [pa.field("s", pa.int64()), pa.field("n", pa.int64())]
+sum_v.input_columns = ["v"]
+
+
+def run_operator(events: pa.Table, window: str, trigger: str, bundles: int,
+                 how: dict | None = None) -> tuple[float, int]:
+    how = how or dict(aggregate="sum(v) AS s, count(*) AS n")
+    spec = OperatorSpec.from_options(window=window, trigger=trigger, **how, key_columns="k", timestamp_unit="us")
     op = WindowedOperator(spec, events.schema)
     size = -(-events.num_rows // bundles)
     wm = None
@@ -68,9 +83,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default=None, help="run only cases whose label contains this text")
     ap.add_argument("--curves", action="store_true",
                     help="instead: cost curves as keys grow (10 k -> 1 M) and as size/slide grows (1 -> 60)")
+    ap.add_argument("--process", action="store_true", help="instead: process functions vs. aggregates")
     args = ap.parse_args(argv)
     if args.curves:
         return curves(args.events, args.bundles)
+    if args.process:
+        return process(args.events, args.keys, args.bundles)
     events = make_events(args.events, args.keys)
     print(f"events={args.events:,} keys={args.keys:,} bundles={args.bundles} (python operator, 1 thread)")
     base = min(run_pyarrow(events) for _ in range(2))
@@ -92,6 +110,20 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{label:58s} {secs:8.2f} s {rate / 1e6:8.2f} M ev/s  {100 * base / secs:5.1f}% of pyarrow  "
               f"panes={panes:,}")
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def process(n: int, keys: int, bundles: int) -> None:
+    """Events/second of a process function (with and without an evictor) next to aggregates."""
+    events = make_events(n, keys)
+    print(f"process functions, events={n:,} keys={keys:,} bundles={bundles}")
+    fn = "__main__:sum_v" if __name__ == "__main__" else "benchmarks.operator:sum_v"
+    for window, trigger in (("tumbling(1 minute)", "Default()"),
+                            ("tumbling(1 minute)", "AfterWatermark(early=AfterCount(100))"),
+                            ("session(30 seconds)", "Default()")):
+        for label, how in (("aggregate sum, count", None), ("process sum_v", dict(process=fn)),
+                           ("process sum_v, evictor count(10)", dict(process=fn, evictor="count(10)"))):
+            secs, panes = run_operator(events, window, trigger, bundles, how)
+            print(f"  {window} {trigger:40s} {label:34s} {n / secs / 1e6:6.2f} M ev/s  panes={panes:,}")
 
 
 def curves(n: int, bundles: int) -> None:

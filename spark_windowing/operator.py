@@ -723,18 +723,16 @@ class WindowedOperator:
         cols = self.cols
         ws, we, seq = cols["ws"][rows], cols["we"][rows], None
         if self.spec.window.count_based:
-            seq, ws, we = ws.tolist(), cols["tmin"][rows], cols["tmax"][rows]
+            seq, ws, we = ws, cols["tmin"][rows], cols["tmax"][rows]
         keys = None
         if self.spec.key_columns:
             assert self.keys is not None
-            keys = self.keys.take(pa.array(rows)).to_pylist()
-        wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
-        return PaneInfo(keys=keys, window_start=_ts_array(ws).to_pylist(),
-                        window_end=_ts_array(np.minimum(we, GLOBAL_END)).to_pylist(), window_seq=seq,
-                        pane_timing=TIMINGS[timing].tolist(), pane_index=cols["pidx"][rows].tolist(),
-                        is_final=np.asarray(final, dtype=bool).tolist(),
-                        watermark=pa.scalar(wm, TIMESTAMP).as_py(),
-                        batch_time=pa.scalar(max(self.proc, 0), TIMESTAMP).as_py(), batch_seq=self.seq)
+            keys = self.keys.take(pa.array(rows))
+        return PaneInfo(keys=keys, window_start=np.clip(ws, -62_135_596_800_000_000, GLOBAL_END),
+                        window_end=np.minimum(we, GLOBAL_END), window_seq=seq, pane_timing=TIMINGS[timing].tolist(),
+                        pane_index=cols["pidx"][rows].copy(), is_final=np.asarray(final, dtype=bool),
+                        watermark=None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END),
+                        batch_time=max(self.proc, 0), batch_seq=self.seq)
 
     def _same_as_last(self, rows, values) -> np.ndarray:
         cols = self.cols

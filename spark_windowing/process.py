@@ -63,6 +63,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
 import numpy as np
@@ -197,13 +198,15 @@ class PaneBuffer:
     def contents(self) -> tuple[pa.Table | None, np.ndarray]:
         """All buffered elements in arrival order, and which of them are fresh."""
         parts = ([self.fired] if self.fired is not None else []) + self.fresh
-        table = _concat(parts)
-        if table is None:
+        if not parts:
             return None, np.zeros(0, dtype=bool)
+        if len(parts) == 1:  # each part is in arrival order (BoundProcess.groups)
+            return parts[0], np.full(parts[0].num_rows, self.fired is None)
+        table = _concat(parts)
         n_old = self.fired.num_rows if self.fired is not None else 0
         new = np.arange(table.num_rows) >= n_old
         arr = table.column(ARR).to_numpy()
-        if len(arr) > 1 and not (np.diff(arr) > 0).all():  # parts of a merged session interleave
+        if not (np.diff(arr) > 0).all():  # parts of a merged session interleave
             order = np.argsort(arr, kind="stable")
             table, new = table.take(pa.array(order)), new[order]
         return table, new
@@ -217,6 +220,14 @@ def _concat(tables: list[pa.Table]) -> pa.Table | None:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+def _take(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """The rows of ``keep``; a slice when they are a suffix (count evictors, most time evictors)."""
+    first = int(np.argmax(keep))
+    if keep[first:].all():
+        return table.slice(first)
+    return table.filter(pa.array(keep))
+
+
 def _sorted(table: pa.Table | None) -> pa.Table | None:
     if table is None or table.num_rows < 2:
         return table
@@ -228,53 +239,78 @@ def _sorted(table: pa.Table | None) -> pa.Table | None:
 
 # ---------------------------------------------------------------------------------------------- context
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _utc(us: int | None) -> datetime | None:
+    return None if us is None else _EPOCH + timedelta(microseconds=int(us))
+
+
 @dataclass(frozen=True)
 class PaneInfo:
-    """What the operator knows of the panes it fires (one entry per fired row)."""
+    """What the operator knows of the panes it fires (one entry per fired row); times in µs."""
 
-    keys: list[dict] | None
-    window_start: list
-    window_end: list
-    window_seq: list | None
+    keys: pa.Table | None
+    window_start: np.ndarray
+    window_end: np.ndarray
+    window_seq: np.ndarray | None
     pane_timing: list[str]
-    pane_index: list[int]
-    is_final: list[bool]
-    watermark: Any
-    batch_time: Any
+    pane_index: np.ndarray
+    is_final: np.ndarray
+    watermark: int | None
+    batch_time: int
     batch_seq: int
+
+    def key(self, i: int) -> dict | None:
+        return None if self.keys is None else self.keys.slice(i, 1).to_pylist()[0]
 
 
 class ProcessContext:
-    """The pane a process function is called for; ``new``, ``evicted`` and ``expired`` are
-    converted to the function's input form when read."""
+    """The pane a process function is called for. Everything is computed when read, so a
+    function pays only for what it uses; ``new``, ``evicted`` and ``expired`` come in the
+    function's input form (Arrow table or pandas DataFrame)."""
 
-    __slots__ = ("key", "window_start", "window_end", "window_seq", "pane_timing", "pane_index", "is_final",
-                 "watermark", "batch_time", "batch_seq", "_sets", "_convert")
+    __slots__ = ("_info", "_i", "_sets", "_convert")
 
-    def __init__(self, info: PaneInfo, i: int, sets: dict[str, pa.Table | None],
+    def __init__(self, info: PaneInfo, i: int, sets: Callable[[str], pa.Table | None],
                  convert: Callable[[pa.Table | None], Any]) -> None:
-        self.key = info.keys[i] if info.keys is not None else None
-        self.window_start, self.window_end = info.window_start[i], info.window_end[i]
-        self.window_seq = info.window_seq[i] if info.window_seq is not None else None
-        self.pane_timing, self.pane_index, self.is_final = info.pane_timing[i], info.pane_index[i], info.is_final[i]
-        self.watermark, self.batch_time, self.batch_seq = info.watermark, info.batch_time, info.batch_seq
-        self._sets, self._convert = sets, convert
+        self._info, self._i, self._sets, self._convert = info, i, sets, convert
 
-    @property
-    def new(self):
-        return self._convert(self._sets["new"])
-
-    @property
-    def evicted(self):
-        return self._convert(self._sets["evicted"])
-
-    @property
-    def expired(self):
-        return self._convert(self._sets["expired"])
+    key = property(lambda self: self._info.key(self._i), doc="the key columns' values (None: non-keyed)")
+    window_start = property(lambda self: _utc(self._info.window_start[self._i]), doc="as the pane row")
+    window_end = property(lambda self: _utc(self._info.window_end[self._i]), doc="as the pane row")
+    window_seq = property(lambda self: None if self._info.window_seq is None else int(self._info.window_seq[self._i]),
+                          doc="count and mixed windows: the window's number per key")
+    pane_timing = property(lambda self: self._info.pane_timing[self._i])
+    pane_index = property(lambda self: int(self._info.pane_index[self._i]))
+    is_final = property(lambda self: bool(self._info.is_final[self._i]))
+    watermark = property(lambda self: _utc(self._info.watermark))
+    batch_time = property(lambda self: _utc(self._info.batch_time))
+    batch_seq = property(lambda self: self._info.batch_seq)
+    new = property(lambda self: self._convert(self._sets("new")), doc="pane elements new since the last firing")
+    evicted = property(lambda self: self._convert(self._sets("evicted")), doc="evicted at this firing")
+    expired = property(lambda self: self._convert(self._sets("expired")), doc="the discarded previous pane")
 
     def __repr__(self) -> str:
         return (f"ProcessContext(key={self.key!r}, window=[{self.window_start}, {self.window_end}), "
                 f"pane_timing={self.pane_timing!r}, pane_index={self.pane_index})")
+
+
+class _Sets:
+    """A firing's new / evicted / expired elements, computed on first use."""
+
+    __slots__ = ("elements", "pane", "new", "keep", "expired")
+
+    def __init__(self, elements, pane, new, keep, expired) -> None:
+        self.elements, self.pane, self.new, self.keep, self.expired = elements, pane, new, keep, expired
+
+    def __call__(self, which: str) -> pa.Table | None:
+        if which == "expired":
+            return _sorted(self.expired) if self.expired is not None else self.elements.slice(0, 0)
+        if which == "evicted":
+            return self.elements.slice(0, 0) if self.keep is None else self.elements.filter(pa.array(~self.keep))
+        new = self.new if self.keep is None else self.new[self.keep]
+        return self.pane if new.all() else self.pane.filter(pa.array(new))
 
 
 # ---------------------------------------------------------------------------------------------- the function
@@ -349,7 +385,7 @@ class BoundProcess:
                rows: np.ndarray) -> np.ndarray:
         """Per target row (``rows``, sorted unique), its new elements: one stable sort by row,
         then a slice per row."""
-        order = np.argsort(g, kind="stable")
+        order = np.lexsort((arrival, g))  # by row, each row's elements in arrival order
         table = pairs.select(self.stored).append_column(TS, pa.array(ts, pa.int64())) \
                      .append_column(ARR, pa.array(arrival, pa.int64())).take(pa.array(order))
         sorted_g = g[order]
@@ -368,16 +404,15 @@ class BoundProcess:
     def fire(self, cells: np.ndarray, info: PaneInfo) -> list[pa.Array]:
         """Evict, call the function once per pane, and return the output columns."""
         outs: list[dict] = []
-        for i, buf in enumerate(cells):
+        for i, buf in enumerate(cells):  # one call per pane: the function is Python
             elements, new = buf.contents()
             if elements is None:
                 elements = self._empty(cells)
-            keep = self.evictor.keep(elements) if self.evictor is not None else np.ones(elements.num_rows, bool)
-            pane = elements if keep.all() else elements.filter(pa.array(keep))
-            sets = {"new": pane.filter(pa.array(new[keep])) if len(new) else pane,
-                    "evicted": elements.filter(pa.array(~keep)),
-                    "expired": _sorted(buf.expired)}
-            ctx = ProcessContext(info, i, sets, self._convert)
+            keep = self.evictor.keep(elements) if self.evictor is not None else None
+            if keep is not None and keep.all():
+                keep = None
+            pane = elements if keep is None else _take(elements, keep)
+            ctx = ProcessContext(info, i, _Sets(elements, pane, new, keep, buf.expired), self._convert)
             result = self.fn(self._convert(pane), ctx)
             outs.append(self._check(result, ctx))
             buf.fired, buf.fresh, buf.expired = pane, [], None
@@ -391,11 +426,8 @@ class BoundProcess:
         return pa.schema([pa.field(c, pa.null()) for c in self.stored] +
                          [pa.field(TS, pa.int64()), pa.field(ARR, pa.int64())]).empty_table()
 
-    def _convert(self, table: pa.Table | None):
-        if table is None:
-            table = pa.table({c: pa.array([], pa.null()) for c in self.input_columns})
-        else:
-            table = table.select(self.input_columns)
+    def _convert(self, table: pa.Table):
+        table = table.select(self.input_columns)
         return table.to_pandas() if self.pandas else table
 
     def _check(self, result: Any, ctx: ProcessContext) -> dict:
@@ -421,11 +453,10 @@ class BoundProcess:
                     try:
                         pa.array([v], f.type)
                     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
-                        key = info.keys[i] if info.keys is not None else None
                         raise ProcessError(
-                            f"process function {self.target} returned {f.name}={v!r} for key {key!r}, window "
-                            f"[{info.window_start[i]}, {info.window_end[i]}); output_fields declare {f.name} as "
-                            f"{f.type} ({e})") from None
+                            f"process function {self.target} returned {f.name}={v!r} for key {info.key(i)!r}, "
+                            f"window [{_utc(info.window_start[i])}, {_utc(info.window_end[i])}); output_fields "
+                            f"declare {f.name} as {f.type} ({e})") from None
                 raise
         return arrays
 
