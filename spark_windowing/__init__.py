@@ -9,11 +9,12 @@
 See ``spark_windowing.testing.TestStream`` to test a configuration without Spark.
 """
 
-from spark_windowing.errors import OptionError, SnapshotError, WindowingError
+from spark_windowing.errors import OptionError, ProcessError, SnapshotError, WindowingError
 from spark_windowing.operator import StepResult, WindowedOperator
+from spark_windowing.process import ProcessContext
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.state import restore, snapshot
 
 __all__ = ["OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
-           "SnapshotError", "WindowingError"]
+           "SnapshotError", "WindowingError", "ProcessContext", "ProcessError"]
 __version__ = "0.1.0"
