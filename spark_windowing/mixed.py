@@ -243,9 +243,7 @@ class MixedLogic:
         win = np.repeat(np.arange(m), lengths)
         pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
         src = order[pos]
-        values = self.values
-        if not any(a.spec.func == "custom" for a in op.aggs):
-            values = values.select(sorted({a.spec.column for a in op.aggs if a.spec.column is not None}))
+        values = agg.input_columns(op.aggs, self.values)
         op._fold(rows[win], values.take(pa.array(src)), self.ts[src])
         # first / last element time: pane_timestamp under the earliest / latest combiners
         op.cols["hold_min"][rows] = self.ts[order[lo]]

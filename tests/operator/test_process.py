@@ -219,6 +219,7 @@ def test_session_merge_interleaves_the_buffers_by_arrival():
     ("cumulate(20 milliseconds, 5 milliseconds)", "AfterWatermark(early=AfterCount(2))"),
     ("count(3)", None), ("count(3, 2)", None),
     ("count(3, 10 milliseconds)", None), ("sliding(10 milliseconds, 2 elements)", None),
+    ("record_sliding(6 milliseconds)", None),
     ("sliding(20 milliseconds, 5 milliseconds)", "Repeatedly(AfterCount(2))"),
 ])
 def test_every_window_kind_sees_the_elements_collect_list_sees(window, trigger):
