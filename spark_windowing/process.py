@@ -182,10 +182,34 @@ class PaneBuffer:
         self.expired: pa.Table | None = None
 
     def __getstate__(self):
-        return (self.fired, self.fresh, self.expired)
+        """One Arrow IPC stream of every part, plus the parts' lengths (-1: absent). IPC writes
+        only the rows of a slice; pickling a sliced table would write its whole batch."""
+        parts = [t for t in (self.fired, *self.fresh, self.expired) if t is not None]
+        lengths = (-1 if self.fired is None else self.fired.num_rows, [t.num_rows for t in self.fresh],
+                   -1 if self.expired is None else self.expired.num_rows)
+        if not parts:
+            return None, lengths
+        table = _concat(parts)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue().to_pybytes(), lengths
 
     def __setstate__(self, state) -> None:
-        self.fired, self.fresh, self.expired = state
+        blob, (n_fired, n_fresh, n_expired) = state
+        self.fired, self.fresh, self.expired = None, [], None
+        if blob is None:
+            return
+        table = pa.ipc.open_stream(blob).read_all()
+        pos = 0
+
+        def take(n: int) -> pa.Table:
+            nonlocal pos
+            pos += n
+            return table.slice(pos - n, n)
+        self.fired = take(n_fired) if n_fired >= 0 else None
+        self.fresh = [take(n) for n in n_fresh]
+        self.expired = take(n_expired) if n_expired >= 0 else None
 
     def merged(self, other: "PaneBuffer") -> "PaneBuffer":
         """The buffer of a merged session (arrival order is restored at the next firing)."""

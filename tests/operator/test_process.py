@@ -317,3 +317,21 @@ def test_process_rejects_retracting_inherited_input():
                      "kind": ["TRIGGER"], "v": [1]})
     with pytest.raises(OptionError, match="cannot take back a retracted row"):
         s.add_elements(rows)
+
+
+def test_snapshot_size_follows_the_buffered_elements_not_the_batches():
+    """Each window's buffer is a slice of its micro-batch; a snapshot must write only its rows."""
+    n, keys = 2000, 200
+    s = TestStream(window="tumbling(10 milliseconds)", process=FN + "values", key_columns="k",
+                   accumulation_mode="accumulating", trigger="AfterWatermark(early=AfterCount(5))")
+    s.add_elements(pa.table({"k": [i % keys for i in range(n)], "ts": [i % 7 for i in range(n)], "v": list(range(n))}))
+    assert len(s.take_panes()) == keys
+    raw = n * 5 * 8  # k, ts, v, and the hidden event time and arrival number: int64 each
+    blob = s.snapshot()
+    assert len(blob) < 4 * raw
+    restored = TestStream.restore(blob, window="tumbling(10 milliseconds)", process=FN + "values",
+                                  key_columns="k", accumulation_mode="accumulating",
+                                  trigger="AfterWatermark(early=AfterCount(5))")
+    restored.advance_watermark_to(10)
+    on_time = restored.take_panes()
+    assert sorted(v for p in on_time for v in p["vs"]) == list(range(n))
