@@ -14,7 +14,9 @@ A step takes the batch's events, the input watermark ``W`` and the processing ti
    with ``W >= end + allowedLateness`` are removed.
 
 Per-element Python work is limited to what the semantics need (collect_list values, custom
-accumulations); trigger evaluation is one NumPy operation per trigger node per step.
+accumulations); trigger evaluation is one NumPy operation per trigger node per step. A process
+function (``spark_windowing.process``) is a bound aggregate whose state is each window's buffered
+elements; it is called once per fired pane.
 """
 
 from __future__ import annotations
