@@ -483,9 +483,7 @@ def check_retractable(aggs: list[BoundAggregate], text: str) -> None:
     """Raise OptionError for aggregates that cannot subtract retracted input rows."""
     for a in aggs:
         if a.spec.func == "process":
-            raise OptionError("process", a.spec.target, "with window=inherit: input without RETRACTION rows "
-                              "(e.g. the panes of a discarding or accumulating query)",
-                              why="a process function's buffered elements cannot take back a retracted row")
+            continue  # checked per batch: check_no_retractions
         if a.spec.func == "custom" and not hasattr(a.custom, "retract"):
             raise OptionError("aggregate", text, "with window=inherit over input that has RETRACTION rows: "
                               "sum, count, avg, collect_list, or module:Class with retract(acc, elements)",
@@ -494,6 +492,16 @@ def check_retractable(aggs: list[BoundAggregate], text: str) -> None:
             raise OptionError("aggregate", text, "with window=inherit over input that has RETRACTION rows: "
                               "sum, count, avg, collect_list, or module:Class with retract(acc, elements)",
                               why=f"{a.spec.alias} cannot take back a retracted input row")
+
+
+def check_no_retractions(aggs: list[BoundAggregate], retracted: np.ndarray) -> None:
+    """A process function over inherited panes takes no RETRACTION rows (before any state change)."""
+    for a in aggs:
+        if a.spec.func == "process" and retracted.any():
+            raise OptionError("process", a.spec.target, "with window=inherit: input without RETRACTION rows "
+                              "(the panes of a discarding or accumulating query)",
+                              why=f"{int(retracted.sum())} RETRACTION row(s) arrived; a process function's "
+                                  "buffered elements cannot take back a retracted row")
 
 
 def subtract_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray,

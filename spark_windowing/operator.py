@@ -268,6 +268,7 @@ class WindowedOperator:
             iwe, ok_e = self.column_micros(events, spec.window.end_column)
             valid &= ok_s & ok_e & (iwe > iws)
             retract = self._retracted(events)
+            agg.check_no_retractions(self.aggs, retract & valid)
         if not valid.all():
             bad = ~valid
             metrics["malformed"] = int(bad.sum())

@@ -309,14 +309,20 @@ def test_a_function_returning_other_columns_is_an_error_naming_it(fn, message):
     assert f"process_functions:{fn}" in str(e.value)
 
 
-def test_process_rejects_retracting_inherited_input():
+def _pane_rows(kinds: list[str], vs: list[int]) -> pa.Table:
+    n, ts = len(kinds), pa.timestamp("us", tz="UTC")
+    return pa.table({"window_start": pa.array([0] * n, ts), "window_end": pa.array([10_000] * n, ts),
+                     "pane_timestamp": pa.array([9_999] * n, ts), "kind": kinds, "v": vs})
+
+
+def test_process_over_inherited_panes_and_no_retraction_rows():
     s = TestStream(window="inherit", process=FN + "spread", timestamp_column="pane_timestamp")
-    rows = pa.table({"window_start": pa.array([0], pa.timestamp("us", tz="UTC")),
-                     "window_end": pa.array([10_000], pa.timestamp("us", tz="UTC")),
-                     "pane_timestamp": pa.array([9_999], pa.timestamp("us", tz="UTC")),
-                     "kind": ["TRIGGER"], "v": [1]})
-    with pytest.raises(OptionError, match="cannot take back a retracted row"):
-        s.add_elements(rows)
+    s.add_elements(_pane_rows(["TRIGGER", "TRIGGER"], [1, 7]))
+    s.advance_watermark_to(10)
+    (p,) = s.take_panes()
+    assert (p["n"], p["spread"], p["window_end"]) == (2, 6, 10)
+    with pytest.raises(OptionError, match="1 RETRACTION row.*cannot take back a retracted row"):
+        s.add_elements(_pane_rows(["TRIGGER", "RETRACTION"], [3, 1]))
 
 
 def test_snapshot_size_follows_the_buffered_elements_not_the_batches():
