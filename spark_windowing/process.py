@@ -402,6 +402,8 @@ class BoundProcess:
                                   why=f"column {evictor.column!r} is {'missing' if t is None else t}")
             stored.add(evictor.column)
         self.stored = [c for c in names if c in stored]
+        self.schema = pa.schema([schema.field(c) for c in self.stored] +
+                                [pa.field(TS, pa.int64()), pa.field(ARR, pa.int64())])  # of buffered elements
         self.evictor = evictor
 
     # ---- adding
@@ -430,8 +432,8 @@ class BoundProcess:
         outs: list[dict] = []
         for i, buf in enumerate(cells):  # one call per pane: the function is Python
             elements, new = buf.contents()
-            if elements is None:
-                elements = self._empty(cells)
+            if elements is None:  # an empty pane (e.g. ON_TIME after early firings, discarding)
+                elements = self.schema.empty_table()
             keep = self.evictor.keep(elements) if self.evictor is not None else None
             if keep is not None and keep.all():
                 keep = None
@@ -441,14 +443,6 @@ class BoundProcess:
             outs.append(self._check(result, ctx))
             buf.fired, buf.fresh, buf.expired = pane, [], None
         return self._arrays(outs, info)
-
-    def _empty(self, cells) -> pa.Table:
-        for buf in cells:  # a schema from any buffer of this firing, else from the declared columns
-            t, _ = buf.contents()
-            if t is not None:
-                return t.schema.empty_table()
-        return pa.schema([pa.field(c, pa.null()) for c in self.stored] +
-                         [pa.field(TS, pa.int64()), pa.field(ARR, pa.int64())]).empty_table()
 
     def _convert(self, table: pa.Table):
         table = table.select(self.input_columns)
