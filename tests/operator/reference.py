@@ -327,7 +327,9 @@ class ContinuousEventTime(Trigger):
         return (st["next"] is not None and ctx.wm_at_least(st["next"])) or ctx.wm_at_least(ctx.end)
 
     def on_fire(self, st, ctx):
-        if ctx.wm is not None:
+        # Flink re-registers only when the mark itself fired: firing because the watermark passed
+        # the window end (onEventTime at maxTimestamp) registers no new mark
+        if ctx.wm is not None and st["next"] is not None and ctx.wm_at_least(st["next"]):
             st["next"] = ctx.wm // self.interval * self.interval + self.interval
         return False
 

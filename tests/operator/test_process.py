@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import SETTINGS, apply, operations, triggers, typeable, windows
 
@@ -61,14 +61,6 @@ def counted(panes: list[dict], infinite: bool) -> Counter:
     return out
 
 
-def known_disagreement(spec: dict, ops) -> bool:
-    """The operator and the reference disagree, for aggregates too, on whether a
-    ContinuousEventTime mark reached by the watermark jumping to +infinity fires one more (empty,
-    LATE) pane after the ON_TIME one; e.g. session(2 ms), Repeatedly(OrFinally(AfterCount(1),
-    AfterAny(ContinuousEventTime(5 ms)))), elements at 0, wm 2, then +inf. Not a process question."""
-    return "ContinuousEventTime" in spec["trigger"] and any(op[0] == "inf" for op in ops)
-
-
 def assert_matches_reference(spec: dict, ops, fn: str = "ids") -> None:
     got = run(TestStream(process=FN + fn, **spec), ops)
     want = run(ReferenceStream(process=describe, **spec), ops)
@@ -84,14 +76,12 @@ def assert_matches_reference(spec: dict, ops, fn: str = "ids") -> None:
 @settings(max_examples=150, **SETTINGS)
 @given(spec=process_specs(), ops=operations().map(typeable))
 def test_process_panes_match_reference_model(spec, ops):
-    assume(not known_disagreement(spec, ops))
     assert_matches_reference(spec, ops)
 
 
 @settings(max_examples=40, **SETTINGS)
 @given(spec=process_specs(), ops=operations(max_ops=10).map(typeable))
 def test_pandas_input_gives_the_same_panes(spec, ops):
-    assume(not known_disagreement(spec, ops))
     assert_matches_reference(spec, ops, fn="ids_pandas")
 
 

@@ -303,6 +303,13 @@ FIXED_CASES = [
     case("cet_unset_mark_is_not_due_at_infinity",
          [("wm", 20), ("add", [row(0, 1)]), ("inf",)],
          trigger="Repeatedly(AfterAny(AfterCount(1), ContinuousEventTime(5 milliseconds)))"),
+    # Flink's CET re-registers a mark only when the mark fired: the on-time firing of a reset
+    # CET (Repeatedly after AfterCount(1) finished) sets no mark, so no empty LATE pane follows.
+    case("cet_on_time_firing_without_mark_sets_no_new_mark",
+         [("add", [row(0, 0), row(1, 0)]), ("wm", 2), ("wm", 6), ("inf",)],
+         window="session(2 milliseconds)", allowed_lateness="5 milliseconds",
+         accumulation_mode="discarding",
+         trigger="Repeatedly(OrFinally(AfterCount(1), AfterAny(ContinuousEventTime(5 milliseconds))))"),
     # Rule 12: the hold survives an EARLY pane only for AfterWatermark / Default triggers.
     case("hold_is_cleared_after_early_pane_without_afterwatermark",
          [("add", [row(0, 3)]), ("wm", 10)], allowed_lateness="0 milliseconds",
