@@ -168,7 +168,7 @@ class MixedLogic:
         """Buffer the batch's valid elements; late ones go to the late output."""
         late, ws, we = self.late(op, ts)
         if late.any():
-            metrics[LATE_REASON_TOO_LATE] = int(late.sum())
+            metrics[LATE_REASON_TOO_LATE] = metrics.get(LATE_REASON_TOO_LATE, 0) + int(late.sum())
             sel = pa.array(np.flatnonzero(late))
             late_parts.append(op._late_rows(events.take(sel), LATE_REASON_TOO_LATE, ws[late], we[late]))
         keep = np.flatnonzero(~late)

@@ -345,7 +345,7 @@ class WindowedOperator:
 
     def _drop_pairs(self, mask, reason, events, idx, ws, we, late_parts, metrics) -> None:
         """Send the (element, window) pairs in ``mask`` to the late output with ``reason``."""
-        metrics[reason] = int(mask.sum())
+        metrics[reason] = metrics.get(reason, 0) + int(mask.sum())
         sel = np.flatnonzero(mask)
         late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), reason, ws[sel], we[sel]))
 
