@@ -61,6 +61,7 @@ class AggregateSpec:
     column: str | None   # input column (None for count(*), custom and process)
     alias: str
     target: str | None = None  # "module:Class" for custom, "module:function" for process
+    hidden: bool = False       # internal (join side counters): kept in state, not a pane column
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -158,6 +159,8 @@ class BoundAggregate:
 
     def output_fields(self) -> list[pa.Field]:
         f, t = self.spec.func, self.input_type
+        if self.spec.hidden:
+            return []
         if f == "custom":
             return [pa.field(n, ty) for n, ty in _custom_fields(self.custom)]
         if f == "process":
@@ -590,6 +593,8 @@ def outputs(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.nd
     arrays: list[pa.Array] = []
     for a in aggs:
         p, f = a.prefix, a.spec.func
+        if a.spec.hidden:
+            continue
         if f == "process":
             assert pane is not None, "process functions are only called by a firing"
             arrays += a.custom.fire(cols[p + "o"][rows], pane())

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_windowing import aggregates as agg
+from spark_windowing import join
 from spark_windowing import mixed as mixed_windows
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.errors import OptionError
@@ -120,6 +121,9 @@ class WindowedOperator:
     def bind(self, schema: pa.Schema) -> None:
         """Resolve columns and types against the upstream schema; raise OptionError."""
         spec = self.spec
+        if spec.join is not None and join.SIDE_COLUMN not in schema.names:
+            raise OptionError("join", spec.join.how, "input built by spark_windowing.join.union (both streams)",
+                              why=f"input columns {schema.names} have no {join.SIDE_COLUMN!r}")
         for k in spec.key_columns:
             if _field_type(schema, k) is None:
                 raise OptionError("keyColumns", ",".join(spec.key_columns), f"columns of {schema.names}",
@@ -440,29 +444,7 @@ class WindowedOperator:
     def column_micros(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A time column (timestamp, date, ISO string, or numeric epoch in ``timestampUnit``,
         default ms) as µs, with a validity mask."""
-        col = get_column(events, name)
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        t = col.type
-        if pa.types.is_null(t):
-            return np.zeros(len(col), dtype=np.int64), np.zeros(len(col), dtype=bool)
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            col = _parse_iso(col)
-            t = col.type
-        if pa.types.is_timestamp(t):
-            us = col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
-        elif pa.types.is_date(t):
-            us = pc.multiply(col.cast(pa.date32()).cast(pa.int64()), 86_400_000_000)
-        else:
-            factor = UNIT_FACTORS[self.spec.timestamp_unit or "ms"]
-            if pa.types.is_floating(t):
-                us = pc.round(pc.multiply(col.cast(pa.float64()), float(factor))).cast(pa.int64(), safe=False)
-            else:
-                us = pc.multiply(col.cast(pa.int64()), factor)
-        valid = ~np.asarray(us.is_null().to_numpy(zero_copy_only=False))
-        if pa.types.is_floating(t):
-            valid &= np.isfinite(col.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False))
-        return us.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
+        return to_micros(get_column(events, name), self.spec.timestamp_unit)
 
     def _gaps(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
         col = get_column(events, name)
@@ -676,6 +658,9 @@ class WindowedOperator:
         emit = np.ones(len(rows), dtype=bool)
         if spec.fire_only_updated_panes:
             emit = ~self._same_as_last(rows, values)
+        if spec.join is not None:  # inner / left / outer: only panes with elements of the side(s)
+            n1, n2 = (cols[f"a{a.index}:n"][rows] for a in self.aggs[-2:])
+            emit &= join.gate(spec.join.how, n1, n2)
         gone = np.zeros(len(rows), dtype=bool)
         if spec.window.inherit:  # every input row of the window was retracted: only retract its pane
             gone = cols["net"][rows] <= 0
@@ -899,6 +884,33 @@ def get_column(table: pa.Table, dotted: str) -> pa.ChunkedArray | pa.Array:
     for p in parts[1:]:
         col = pc.struct_field(col, p)
     return col
+
+
+def to_micros(col: pa.Array | pa.ChunkedArray, unit: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """A time column (timestamp, date, ISO string, or numeric epoch in ``unit``, default ms) as
+    µs, with a validity mask (null / unparseable -> invalid)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    t = col.type
+    if pa.types.is_null(t):
+        return np.zeros(len(col), dtype=np.int64), np.zeros(len(col), dtype=bool)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        col = _parse_iso(col)
+        t = col.type
+    if pa.types.is_timestamp(t):
+        us = col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
+    elif pa.types.is_date(t):
+        us = pc.multiply(col.cast(pa.date32()).cast(pa.int64()), 86_400_000_000)
+    else:
+        factor = UNIT_FACTORS[unit or "ms"]
+        if pa.types.is_floating(t):
+            us = pc.round(pc.multiply(col.cast(pa.float64()), float(factor))).cast(pa.int64(), safe=False)
+        else:
+            us = pc.multiply(col.cast(pa.int64()), factor)
+    valid = ~np.asarray(us.is_null().to_numpy(zero_copy_only=False))
+    if pa.types.is_floating(t):
+        valid &= np.isfinite(col.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False))
+    return us.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
 
 
 def _parse_iso(col: pa.Array) -> pa.Array:

@@ -17,6 +17,7 @@ from spark_windowing._time import UNIT_FACTORS, parse_duration
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
 from spark_windowing.process import Evictor, check_target, load_process, parse_evictor
+from spark_windowing.join import JoinSpec, build_join
 from spark_windowing.triggers import AfterCount, Default, Never, Trigger, parse_trigger
 from spark_windowing.windows import CountWindow, GlobalWindow, RecordSliding, WindowFn, parse_window
 
@@ -105,6 +106,7 @@ class OperatorSpec:
     timestamp_combiner: str = "end_of_window"
     fire_only_updated_panes: bool = False
     evictor: Evictor | None = None   # with a process function (``spark_windowing.process``)
+    join: JoinSpec | None = None  # a second stream merged per key and window (spark_windowing.join)
 
     @classmethod
     def from_options(cls, *, window: str, aggregate: str | None = None, process: str | None = None,
@@ -112,10 +114,14 @@ class OperatorSpec:
                      key_columns: str | Iterable[str] | None = None, timestamp_column: str | None = "ts",
                      timestamp_unit: str | None = None, accumulation_mode: str = "discarding",
                      allowed_lateness: str = "0 seconds", timestamp_combiner: str = "end_of_window",
-                     fire_only_updated_panes: object = False) -> "OperatorSpec":
+                     fire_only_updated_panes: object = False, join: str | None = None,
+                     aggregate2: str | None = None, key_columns2: str | Iterable[str] | None = None,
+                     timestamp_column2: str | None = None) -> "OperatorSpec":
         """Build from option strings (Spark option names in snake_case); raise OptionError.
         Exactly one of ``aggregate`` and ``process`` (a process function is imported here, so
-        a missing one fails now); ``evictor`` only with ``process``."""
+        a missing one fails now); ``evictor`` only with ``process``. ``join`` (``inner``,
+        ``left``, ``outer``, ``cogroup``) merges a second stream; its ``aggregate2``,
+        ``key_columns2`` and ``timestamp_column2`` default to the first's."""
         aggregates, aggregate_text, ev = _aggregates_or_process(aggregate, process, evictor)
         w = parse_window(window)
         if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.mixed)
@@ -128,11 +134,20 @@ class OperatorSpec:
         unit = None
         if timestamp_unit is not None and str(timestamp_unit).strip():
             unit = _choice("timestampUnit", timestamp_unit, TIMESTAMP_UNITS)
+        keys = parse_columns(key_columns)
+        ts_col = timestamp_column.strip() if timestamp_column else None
+        js, aggs = None, None
+        if join is not None and str(join).strip():
+            if _given(process):
+                raise OptionError("process", process, "aggregate (stream 1) and aggregate2 (stream 2) with join",
+                                  why="process functions are not available with join in this version")
+            js, aggs = build_join(how=join, aggregate=aggregate, aggregate2=aggregate2, key_columns=keys,
+                                  key_columns2=parse_columns(key_columns2) or None, timestamp_column=ts_col,
+                                  timestamp_column2=timestamp_column2, window=w)
         return cls(
-            window=w, trigger=t, aggregates=aggregates, aggregate_text=aggregate_text, evictor=ev,
-            key_columns=parse_columns(key_columns),
-            timestamp_column=(timestamp_column.strip() if timestamp_column else None),
-            timestamp_unit=unit,
+            window=w, trigger=t, aggregates=aggs if aggs is not None else aggregates,
+            aggregate_text=aggregate_text, evictor=ev, key_columns=keys, join=js,
+            timestamp_column=ts_col, timestamp_unit=unit,
             accumulation_mode=_choice("accumulationMode", accumulation_mode, ACCUMULATION_MODES),
             allowed_lateness=parse_duration(allowed_lateness, option="allowedLateness"),
             timestamp_combiner=_choice("timestampCombiner", timestamp_combiner, TIMESTAMP_COMBINERS),
@@ -151,16 +166,22 @@ class OperatorSpec:
         """A digest of everything that shapes operator state; snapshots carry it."""
         doc = {
             "window": self.window.spec(), "trigger": self.trigger.spec(),
-            "aggregates": [[a.func, a.column, a.alias, a.target] for a in self.aggregates],
+            "aggregates": [[a.func, a.column, a.alias, a.target] + ([True] if a.hidden else [])
+                           for a in self.aggregates],
             "keys": list(self.key_columns), "ts": self.timestamp_column, "unit": self.timestamp_unit,
             "mode": self.accumulation_mode, "lateness": self.allowed_lateness,
             "combiner": self.timestamp_combiner, "only_updated": self.fire_only_updated_panes,
         }
         if self.evictor is not None:  # only then, so snapshots of other specs keep their fingerprint
             doc["evictor"] = self.evictor.spec()
+        if self.join is not None:  # absent for one stream: their fingerprints stay as they were
+            doc["join"] = self.join.describe()
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
     def describe(self) -> dict[str, object]:
-        return {"window": self.window.spec(), "trigger": self.trigger.spec(),
-                "accumulation_mode": self.accumulation_mode, "allowed_lateness_us": self.allowed_lateness,
-                "timestamp_combiner": self.timestamp_combiner, "keys": list(self.key_columns)}
+        out = {"window": self.window.spec(), "trigger": self.trigger.spec(),
+               "accumulation_mode": self.accumulation_mode, "allowed_lateness_us": self.allowed_lateness,
+               "timestamp_combiner": self.timestamp_combiner, "keys": list(self.key_columns)}
+        if self.join is not None:
+            out["join"] = self.join.describe()
+        return out

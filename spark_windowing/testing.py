@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from spark_windowing import state
+from spark_windowing import join, state
 from spark_windowing._time import MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.errors import OptionError
 from spark_windowing.operator import StepResult, WindowedOperator
@@ -41,15 +41,22 @@ class TestStream:
                  accumulation_mode: str = "discarding", allowed_lateness: str = "0 seconds",
                  timestamp_combiner: str = "end_of_window", key_columns: str | Iterable[str] | None = None,
                  timestamp_column: str = "ts", timestamp_unit: str = "ms",
-                 fire_only_updated_panes: bool = False) -> None:
+                 fire_only_updated_panes: bool = False, join: str | None = None, aggregate2: str | None = None,
+                 key_columns2: str | Iterable[str] | None = None, timestamp_column2: str | None = None,
+                 schema: pa.Schema | None = None, schema2: pa.Schema | None = None) -> None:
+        """``join`` merges a second stream (``add_elements(..., stream2=...)``; see
+        ``spark_windowing.join``); ``schema``/``schema2`` fix the streams' column types (else
+        taken from the first bundle of each stream, which must come in the first step)."""
         if timestamp_unit not in UNIT_FACTORS:
             raise OptionError("timestamp_unit", timestamp_unit, ", ".join(UNIT_FACTORS))
         self._kwargs = dict(window=window, aggregate=aggregate, process=process, evictor=evictor, trigger=trigger,
                             accumulation_mode=accumulation_mode, allowed_lateness=allowed_lateness,
                             timestamp_combiner=timestamp_combiner, key_columns=key_columns,
                             timestamp_column=timestamp_column, timestamp_unit=timestamp_unit,
-                            fire_only_updated_panes=fire_only_updated_panes)
+                            fire_only_updated_panes=fire_only_updated_panes, join=join, aggregate2=aggregate2,
+                            key_columns2=key_columns2, timestamp_column2=timestamp_column2)
         self.spec = OperatorSpec.from_options(**self._kwargs)
+        self._schemas: list[pa.Schema | None] = [schema, schema2]
         self.unit = UNIT_FACTORS[timestamp_unit]
         self.operator = WindowedOperator(self.spec)
         self._wm = MIN_TIME
@@ -59,11 +66,13 @@ class TestStream:
 
     # ---- actions (each is one step) ----
     def add_elements(self, elements: list[dict[str, Any]] | pa.Table, *, watermark: int | None = None,
-                     processing_time: int | None = None) -> None:
+                     processing_time: int | None = None,
+                     stream2: list[dict[str, Any]] | pa.Table | None = None) -> None:
         """One bundle, processed at the current watermark and processing time.
 
         ``watermark`` / ``processing_time`` (absolute, in ``timestamp_unit``) move the clocks as
-        part of the same step — exactly what one Spark micro-batch does.
+        part of the same step — exactly what one Spark micro-batch does. ``stream2``: the second
+        stream's elements of the same bundle (with ``join``).
         """
         if watermark is not None:
             if watermark * self.unit < self._wm:
@@ -72,6 +81,10 @@ class TestStream:
         if processing_time is not None:
             self._proc = max(self._proc, int(processing_time) * self.unit)
         table = elements if isinstance(elements, pa.Table) else pa.Table.from_pylist(list(elements))
+        if self.spec.join is not None:
+            table = self._union(table, stream2)
+        elif stream2 is not None:
+            raise ValueError("stream2 needs a TestStream with join=inner|left|outer|cogroup")
         if self.operator.bound and table.num_rows:
             self.operator.retype_null_columns(table.schema)
             table = _conform(table, self.operator.input_schema)
@@ -111,7 +124,8 @@ class TestStream:
     # ---- snapshots ----
     def snapshot(self) -> bytes:
         import json
-        extra = json.dumps({"wm": self._wm, "proc": self._proc}).encode()
+        schemas = [None if sc is None else sc.serialize().to_pybytes().hex() for sc in self._schemas]
+        extra = json.dumps({"wm": self._wm, "proc": self._proc, "schemas": schemas}).encode()
         return len(extra).to_bytes(4, "big") + extra + state.snapshot(self.operator)
 
     @classmethod
@@ -122,9 +136,33 @@ class TestStream:
         s = cls(**kwargs)
         s.operator = state.restore(s.spec, blob[4 + n:], where="TestStream snapshot")
         s._wm, s._proc = int(extra["wm"]), int(extra["proc"])
+        s._schemas = [None if h is None else pa.ipc.read_schema(pa.py_buffer(bytes.fromhex(h)))
+                      for h in extra.get("schemas", [None, None])]
         return s
 
     # ---- internals ----
+    def _union(self, t1: pa.Table, elements2: list[dict[str, Any]] | pa.Table | None) -> pa.Table:
+        """Both streams' bundles as the operator's input (``spark_windowing.join.union``)."""
+        if elements2 is None:
+            t2 = pa.table({})
+        else:
+            t2 = elements2 if isinstance(elements2, pa.Table) else pa.Table.from_pylist(list(elements2))
+        tables = [t1, t2]
+        for i, t in enumerate(tables):
+            if not t.num_rows:
+                continue
+            if self._schemas[i] is None:
+                self._schemas[i] = t.schema
+            else:
+                tables[i] = _conform(t, self._schemas[i])
+        if None in self._schemas:
+            if not t1.num_rows and not t2.num_rows:
+                return pa.table({})
+            missing = "schema" if self._schemas[0] is None else "schema2"
+            raise ValueError(f"the first step of a join TestStream needs elements of both streams, or pass {missing}=")
+        schema = join.union_schema(self._schemas[0], self._schemas[1], self.spec)
+        return join.union(t1 if t1.num_rows else None, tables[1] if t2.num_rows else None, self.spec, schema)
+
     def _step(self, events: pa.Table | None) -> StepResult:
         result = self.operator.step(events, watermark=self._wm, processing_time=self._proc)
         self._panes += self._to_dicts(result.panes)
