@@ -43,16 +43,17 @@ The merged watermark is the earlier of the two streams' watermarks, never decrea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
 
+from spark_windowing._time import MIN_TIME
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
 
-__all__ = ["JOIN_KINDS", "JoinSpec", "build_join", "gate", "merge_watermarks", "union", "union_schema"]
+__all__ = ["JOIN_KINDS", "JoinSpec", "JoinWatermark", "build_join", "gate", "merge_watermarks", "union", "union_schema"]
 
 JOIN_KINDS = ("inner", "left", "outer", "cogroup")
 SIDE_COLUMN = "join_side"
@@ -94,8 +95,14 @@ def build_join(*, how: str, aggregate: str, aggregate2: str | None, key_columns:
     if len(keys2) != len(key_columns):
         raise OptionError("keyColumns2", ",".join(keys2), f"{len(key_columns)} column(s), as keyColumns "
                           f"{','.join(key_columns) or '(none)'}", why="the streams are joined key column by key column")
-    text2 = aggregate if aggregate2 is None or not str(aggregate2).strip() else str(aggregate2)
-    side1, side2 = parse_aggregates(aggregate), _parse2(text2)
+    side1 = parse_aggregates(aggregate)
+    if aggregate2 is None or not str(aggregate2).strip():  # the same aggregates over stream 2, names + "_2"
+        side2 = tuple(replace(a, alias=a.alias + "_2") for a in side1)
+        text2 = ", ".join(f"{a.func.replace('count_star', 'count')}({a.column or '*'}) AS `{a.alias}`"
+                          if a.func != "custom" else str(a.target) for a in side2)
+    else:
+        text2 = str(aggregate2)
+        side2 = _parse2(text2)
     clash = sorted({a.alias for a in side1} & {a.alias for a in side2})
     if clash:
         raise OptionError("aggregate2", text2, "output names different from aggregate's (use AS)",
@@ -141,6 +148,26 @@ def gate(how: str, n1: np.ndarray, n2: np.ndarray) -> np.ndarray:
     if how == "outer":
         return (n1 > 0) | (n2 > 0)
     return np.ones(len(n1), dtype=bool)
+
+
+@dataclass(frozen=True)
+class JoinWatermark:
+    """Per-stream watermarks and the merged one (what a join's offsets carry between batches)."""
+
+    wm: int = MIN_TIME
+    wm1: int = MIN_TIME
+    wm2: int = MIN_TIME
+
+    def advance(self, strategy, *, max_event1: int | None, max_event2: int | None, batch_time: int,
+                last_input1: int | None, last_input2: int | None, max_col1: int | None = None,
+                max_col2: int | None = None) -> "JoinWatermark":
+        """Each stream's watermark from its own events (``strategy``), merged by
+        ``merge_watermarks``. A stream without events yet holds the merged watermark back."""
+        w1 = strategy.advance(current=self.wm1, max_event=max_event1, max_column=max_col1,
+                              batch_time=batch_time, last_input=last_input1)
+        w2 = strategy.advance(current=self.wm2, max_event=max_event2, max_column=max_col2,
+                              batch_time=batch_time, last_input=last_input2)
+        return JoinWatermark(merge_watermarks(self.wm, w1, w2), w1, w2)
 
 
 def merge_watermarks(current: int, wm1: int, wm2: int) -> int:
@@ -266,8 +293,3 @@ def side_masks(events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     """Boolean masks of stream 1's and stream 2's rows of a union table."""
     side = events.column(SIDE_COLUMN).to_numpy(zero_copy_only=False)
     return side == 1, side == 2
-
-
-def stream_columns(schema: pa.Schema, names: Iterable[str]) -> list[str]:
-    """Helper for projections: the names of ``names`` present in ``schema``."""
-    return [n for n in names if n in schema.names]
