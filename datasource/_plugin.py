@@ -30,8 +30,12 @@ class WindowedDataSource(DataSource):
         return "windowed"
 
     def __init__(self, options: dict[str, str]) -> None:
+        from datasource.options import JOIN_OPTIONS
+        explicit = {k.lower(): v for k, v in dict(options).items()}
         merged: dict[str, str] = {k.lower(): v for k, v in self.conf_defaults.items()}
-        merged.update({k.lower(): v for k, v in dict(options).items()})
+        if "source2" not in explicit and "source2" not in merged:  # a one-stream query: no join defaults
+            merged = {k: v for k, v in merged.items() if k not in JOIN_OPTIONS}
+        merged.update(explicit)
         self.options = merged
 
     def _is_table_read(self) -> bool:

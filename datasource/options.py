@@ -6,7 +6,7 @@ A bad value raises ``OptionError`` naming the option, the value and the accepted
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
@@ -28,7 +28,14 @@ KNOWN_OPTIONS = {
     # generator
     "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
     "starttime",
+    # a second stream merged per key and window (spark_windowing.join)
+    "join", "source2", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
+    "maxfilespertrigger2", "startingversion2",
 }
+#: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
+#: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
+JOIN_OPTIONS = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
+                "maxfilespertrigger2", "startingversion2")
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,8 @@ class SourceConfig:
     query_name: str | None = None
     state_buckets: int = 64                  # key buckets per shard (unit of loading / spilling / rewriting)
     state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
+    manifest_dir: str = "sources"            # under stateLocation: the file source's manifest
+    stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int = 0, default: int | None = None) -> int | None:
@@ -108,6 +117,16 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     if inherit and not options.get("watermark"):
         options["watermark"] = "column(watermark)"
     processing_time = not ts_col
+    join, source2 = options.get("join"), options.get("source2")
+    if join is not None and str(join).strip() and not (source2 and str(source2).strip()):
+        raise OptionError("join", join, "join together with source2 (and path2) naming the second stream",
+                          why="no source2")
+    if source2 and str(source2).strip() and not (join and str(join).strip()):
+        raise OptionError("source2", source2, "source2 together with join=inner|left|outer|cogroup",
+                          why="no join: how should the streams be merged?")
+    if join and str(join).strip() and options.get("watermark", "").strip().lower().startswith("column"):
+        raise OptionError("watermark", options["watermark"], "bounded(<delay>) or processing(<lag>) with join",
+                          why="column watermarks are not merged across two streams in this version")
     spec = OperatorSpec.from_options(
         window=window, aggregate=options.get("aggregate"), process=options.get("process"),
         evictor=options.get("evictor"),
@@ -116,7 +135,9 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         accumulation_mode=options.get("accumulationmode", "discarding"),
         allowed_lateness=options.get("allowedlateness", "0 seconds"),
         timestamp_combiner=options.get("timestampcombiner", "end_of_window"),
-        fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"))
+        fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"),
+        join=join if source2 else None, aggregate2=options.get("aggregate2"),
+        key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
     if processing_time and isinstance(spec.window, GlobalWindow):
         processing_time = True
     wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
@@ -134,7 +155,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
             seed=_int(options, "seed", default=42),
             start_time=_start_time(options.get("starttime")),
         )
-    return SourceConfig(
+    cfg = SourceConfig(
         source=source, path=path, spec=spec, watermark=wm, state_location=state.rstrip("/"),
         shards=_int(options, "shards", minimum=1, default=DEFAULT_SHARDS),
         late_data_path=options.get("latedatapath") or None,
@@ -146,6 +167,24 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         state_buckets=_int(options, "stateBuckets", minimum=1, default=64),
         state_memory_rows=_int(options, "stateMemoryRows", minimum=1, default=2_000_000),
     )
+    return _with_stream2(cfg, options) if spec.join is not None else cfg
+
+
+def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
+    """The second upstream: ``source2``/``path2`` and, defaulting to stream 1's, ``schema2`` and
+    ``maxFilesPerTrigger2``; its file manifest lives in ``<stateLocation>/sources2``."""
+    source2 = str(options["source2"]).strip().lower()
+    if source2 not in SOURCES or source2 == "panes":
+        raise OptionError("source2", options["source2"], ", ".join(s for s in SOURCES if s != "panes"))
+    path2 = options.get("path2")
+    if source2 != "generator" and not path2:
+        raise OptionError("path2", path2, f"the location of the second ({source2}) upstream", why="required")
+    stream2 = replace(cfg, source=source2, path=path2, schema_ddl=options.get("schema2") or cfg.schema_ddl,
+                      max_files_per_trigger=_int(options, "maxFilesPerTrigger2", minimum=1,
+                                                 default=cfg.max_files_per_trigger),
+                      starting_version=_int(options, "startingVersion2", minimum=0),
+                      manifest_dir="sources2", stream2=None)
+    return replace(cfg, stream2=stream2)
 
 
 def _fraction(raw: str) -> float:

@@ -41,6 +41,7 @@ from pyspark.sql.types import StructType
 from datasource import storage, upstream
 from datasource._types import arrow_to_spark_schema
 from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
+from spark_windowing import join
 from spark_windowing._time import MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError, SnapshotError
 from spark_windowing.operator import WindowedOperator
@@ -56,6 +57,8 @@ _MAX_CACHED_STORES = 4
 
 
 def input_schema(cfg: SourceConfig) -> pa.Schema:
+    if cfg.stream2 is not None:  # join: the union of both streams (spark_windowing.join)
+        return join.union_schema(upstream.upstream_schema(cfg), upstream.upstream_schema(cfg.stream2), cfg.spec)
     schema = upstream.upstream_schema(cfg)
     if cfg.processing_time_windows:
         schema = schema.append(pa.field(PROC_TIME_COLUMN, TIMESTAMP))
@@ -97,13 +100,18 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.schema = schema
         self._available_now = False
         self._target: Any = None  # availableNow: upstream position not to go beyond
+        self._target2: Any = None  # the same for the second stream of a join
 
     # ------------------------------------------------------------------ offsets (driver)
     def initialOffset(self) -> dict:
         self._check_state_location()
-        return {"windowed": 1, "seq": 0, "state": self.cfg.state_location,
-                "up": upstream.initial_position(self.cfg), "bt": 0, "wm": MIN_TIME,
-                "max_event": None, "max_col": None, "last_input": None}
+        offset = {"windowed": 1, "seq": 0, "state": self.cfg.state_location,
+                  "up": upstream.initial_position(self.cfg), "bt": 0, "wm": MIN_TIME,
+                  "max_event": None, "max_col": None, "last_input": None}
+        if self.cfg.stream2 is not None:  # join: stream 2's position, per-stream watermarks
+            offset.update({"up2": upstream.initial_position(self.cfg.stream2), "wm1": MIN_TIME, "wm2": MIN_TIME,
+                           "max_event2": None, "last_input2": None})
+        return offset
 
     def getDefaultReadLimit(self) -> ReadLimit:
         """``maxFilesPerTrigger`` (files/Delta) or ``maxEventsPerBatch`` (any source; for files and
@@ -121,6 +129,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = True
         if self.cfg.source != "generator":
             self._target = upstream.latest_position(self.cfg, upstream.initial_position(self.cfg), None, None)
+        cfg2 = self.cfg.stream2
+        if cfg2 is not None and cfg2.source != "generator":
+            self._target2 = upstream.latest_position(cfg2, upstream.initial_position(cfg2), None, None)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         cfg = self.cfg
@@ -137,15 +148,40 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             up = min(up, max(self._target, start["up"]))
         has_data = up != start["up"]
         last_input = now if has_data else start.get("last_input")
-        wm = cfg.watermark.advance(current=start["wm"], max_event=max_event, max_column=max_col,
-                                   batch_time=now, last_input=last_input)
+        extra: dict = {}
+        if cfg.stream2 is None:
+            wm = cfg.watermark.advance(current=start["wm"], max_event=max_event, max_column=max_col,
+                                       batch_time=now, last_input=last_input)
+        else:  # join: stream 2's position and the earlier of the two watermarks
+            extra = self._stream2_offset(start, reports, now, limit)
+            has_data = has_data or extra["up2"] != start["up2"]
+            merged = join.JoinWatermark(start["wm"], start["wm1"], start["wm2"]).advance(
+                cfg.watermark, max_event1=max_event, max_event2=extra["max_event2"], batch_time=now,
+                last_input1=last_input, last_input2=extra["last_input2"])
+            wm = merged.wm
+            extra.update({"wm1": merged.wm1, "wm2": merged.wm2})
         next_ev = min([MAX_TIME] + [r.get("next_event_timer", MAX_TIME) for r in reports])
         next_pt = min([MAX_TIME] + [r.get("next_proc_timer", MAX_TIME) for r in reports])
         due = next_ev <= wm or (not self._available_now and next_pt <= now)
         if not has_data and not due:
             return start
         return {"windowed": 1, "seq": start["seq"] + 1, "state": cfg.state_location, "up": up,
-                "bt": now, "wm": wm, "max_event": max_event, "max_col": max_col, "last_input": last_input}
+                "bt": now, "wm": wm, "max_event": max_event, "max_col": max_col, "last_input": last_input,
+                **extra}
+
+    def _stream2_offset(self, start: dict, reports: list[dict], now: int, limit: ReadLimit) -> dict:
+        """The second stream's part of the next offset: position (its own maxFilesPerTrigger2),
+        max event time so far, last input time."""
+        cfg2 = self.cfg.stream2
+        assert cfg2 is not None
+        max_files = cfg2.max_files_per_trigger
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        up2 = upstream.latest_position(cfg2, start["up2"], max_files, max_rows)
+        if self._target2 is not None and cfg2.source != "generator":
+            up2 = min(up2, max(self._target2, start["up2"]))
+        max_event2 = _max([start.get("max_event2")] + [r.get("max_event2_us") for r in reports])
+        return {"up2": up2, "max_event2": max_event2,
+                "last_input2": now if up2 != start["up2"] else start.get("last_input2")}
 
     def _reports(self, seq: int) -> list[dict]:
         out = []
@@ -160,6 +196,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         planned = upstream.plan(self.cfg, start["up"], end["up"])
+        if self.cfg.stream2 is not None:
+            planned = [planned, upstream.plan(self.cfg.stream2, start["up2"], end["up2"])]
         return [ShardPartition(i, start, end, planned) for i in range(self.cfg.shards)]
 
     def commit(self, end: dict) -> None:
@@ -193,9 +231,14 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         store = open_store(cfg, shard, int(start["seq"]))
         op = store.op
         events, key_hash = self._events(partition)
-        max_event = max_col = None
+        max_event = max_col = max_event2 = None
         if events.num_rows:
             ts, valid = op.event_times(events)
+            if cfg.stream2 is not None:  # per-stream maxima: each stream has its own watermark
+                side1, side2 = join.side_masks(events)
+                if (valid & side2).any():
+                    max_event2 = int(ts[valid & side2].max())
+                valid = valid & side1
             if valid.any():
                 max_event = int(ts[valid].max())
             if cfg.watermark.kind == "column":
@@ -227,7 +270,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "malformed": m.get("malformed", 0), "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
             "state_rows": store.num_windows, "state_bytes": written,
             "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
-            "max_event_us": max_event, "max_col_us": max_col,
+            "max_event_us": max_event, "max_col_us": max_col, "max_event2_us": max_event2,
             "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
         }
         storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
@@ -235,8 +278,13 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
         cfg = self.cfg
-        columns = None if cfg.late_data_path else needed_columns(cfg)
-        table = upstream.read_batch(cfg, partition.planned, columns)
+        if cfg.stream2 is not None:  # join: both streams' batches as one table with a side column
+            t1 = upstream.read_batch(cfg, partition.planned[0], None)
+            t2 = upstream.read_batch(cfg.stream2, partition.planned[1], None)
+            table = join.union(t1, t2, cfg.spec, input_schema(cfg))
+        else:
+            columns = None if cfg.late_data_path else needed_columns(cfg)
+            table = upstream.read_batch(cfg, partition.planned, columns)
         key_hash = None
         if cfg.spec.key_columns and table.num_rows:
             key_hash = upstream.key_hash(table, cfg.spec.key_columns)

@@ -171,7 +171,7 @@ def list_files(cfg: SourceConfig) -> list[str]:
 
 
 def manifest_path(cfg: SourceConfig) -> str:
-    return f"{cfg.state_location}/sources/manifest.json"
+    return f"{cfg.state_location}/{cfg.manifest_dir}/manifest.json"
 
 
 def read_manifest(cfg: SourceConfig) -> list[str]:

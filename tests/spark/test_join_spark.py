@@ -1,0 +1,135 @@
+"""Two parquet upstreams joined per key and window through Spark into the Delta pane tables and
+the late-data table, checked against TestStream replaying the very same micro-batches (each
+stream's files, watermark, batch time from Spark's offset log)."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+from spark_windowing import join as J
+from spark_windowing._time import MIN_TIME
+from spark_windowing.errors import OptionError
+from spark_windowing.testing import TestStream
+from tests.spark._helpers import offsets, rows
+from tests.spark.test_source import SEC, T0
+
+pytestmark = pytest.mark.spark
+TS = pa.timestamp("us", tz="UTC")
+SCHEMA1 = pa.schema([("k", pa.string()), ("ts", TS), ("v", pa.int64()), ("id", pa.int64())])
+SCHEMA2 = pa.schema([("user", pa.string()), ("t", TS), ("amount", pa.int64()), ("id", pa.int64())])
+AGG1 = "sum(v) AS total, collect_list(id) AS ids1"
+AGG2 = "collect_list(id) AS ids2, count(*) AS n2, max(amount) AS top"
+
+
+def _bundles(seed: int, n: int, first_id: int) -> list[list[dict]]:
+    rnd = random.Random(seed)
+    out, i = [], first_id
+    for b in range(n):
+        bundle = []
+        for _ in range(rnd.randrange(1, 6)):
+            bundle.append((rnd.choice("ab"), T0 + b * 3 * SEC + rnd.randrange(-6 * SEC, 2 * SEC), rnd.randrange(50), i))
+            i += 1
+        out.append(bundle)
+    out.append([("z", T0 + 60 * SEC, 0, i)])  # moves this stream's watermark past every window above
+    return out
+
+
+def _write(root, bundles, schema) -> None:
+    root.mkdir()
+    names = schema.names
+    for n, b in enumerate(bundles):
+        table = pa.Table.from_pylist([dict(zip(names, (k, t, v, i))) for k, t, v, i in b], schema=pa.schema(
+            [(f.name, pa.int64() if f.type == TS else f.type) for f in schema])).cast(schema)
+        pq.write_table(table, str(root / f"{n:03d}.parquet"))
+
+
+@pytest.mark.parametrize("how,window", [("inner", "tumbling(4 seconds)"), ("outer", "session(2 seconds)")])
+def test_join_through_spark_matches_test_stream_replay(spark, tmp_path, how, window):
+    b1, b2 = _bundles(1, 6, 0), _bundles(2, 5, 1000)
+    _write(tmp_path / "s1", b1, SCHEMA1)
+    _write(tmp_path / "s2", b2, SCHEMA2)
+    opts = {"source": "parquet", "path": str(tmp_path / "s1"), "timestampColumn": "ts", "keyColumns": "k",
+            "source2": "parquet", "path2": str(tmp_path / "s2"), "timestampColumn2": "t", "keyColumns2": "user",
+            "join": how, "window": window, "aggregate": AGG1, "aggregate2": AGG2,
+            "watermark": "bounded(1 second)", "maxFilesPerTrigger": "1", "shards": "2",
+            "stateLocation": str(tmp_path / "state"), "lateDataPath": str(tmp_path / "late")}
+    reader = spark.readStream.format("windowed")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    chk = str(tmp_path / "chk")
+    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
+         .option("checkpointLocation", chk).trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert q.exception() is None
+    triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
+
+    s = TestStream(window=window, aggregate=AGG1, aggregate2=AGG2, join=how, key_columns="k",
+                   key_columns2="user", timestamp_column2="t", timestamp_unit="us", schema=SCHEMA1, schema2=SCHEMA2)
+    batches = offsets(chk)
+    for start, end in batches:
+        s1 = [r for f in range(0 if start is None else start["up"], end["up"]) for r in b1[f]]
+        s2 = [r for f in range(0 if start is None else start["up2"], end["up2"]) for r in b2[f]]
+        s.add_elements(_table(s1, SCHEMA1), stream2=_table(s2, SCHEMA2), watermark=end["wm"],
+                       processing_time=end["bt"])
+        # the merged watermark: the earlier stream's, never going back
+        assert end["wm"] == J.merge_watermarks(MIN_TIME if start is None else start["wm"], end["wm1"], end["wm2"])
+    expected = pa.Table.from_pylist([{c: p[c] for c in triggers.column_names} for p in s.take_panes()])
+    assert len(batches) >= 7 and triggers.num_rows >= 2
+    assert rows(triggers, drop=("batch_seq",)) == rows(expected, drop=("batch_seq",))
+    if how == "inner":
+        assert all(r["ids1"] and r["ids2"] for r in triggers.to_pylist())
+    else:
+        assert any(not r["ids1"] for r in triggers.to_pylist()) or any(not r["ids2"] for r in triggers.to_pylist())
+    # every element is either in a pane or in the late table, each stream's marked with its side
+    want_late = sorted((r[J.SIDE_COLUMN], r["id"] if r[J.SIDE_COLUMN] == 1 else r["__s2_id"]) for r in s.take_late())
+    late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table().to_pylist() if want_late else []
+    got_late = sorted((r[J.SIDE_COLUMN], r["id"] if r[J.SIDE_COLUMN] == 1 else r["__s2_id"]) for r in late)
+    assert got_late == want_late
+
+
+def _table(events, schema):
+    names = schema.names
+    return pa.Table.from_pylist([dict(zip(names, (k, t, v, i))) for k, t, v, i in events], schema=pa.schema(
+        [(f.name, pa.int64() if f.type == TS else f.type) for f in schema])).cast(schema)
+
+
+@pytest.mark.parametrize("extra,option", [
+    ({"join": "inner"}, "join"),                                        # join without source2
+    ({"source2": "parquet", "path2": "PATH2"}, "source2"),              # source2 without join
+    ({"join": "full", "source2": "parquet", "path2": "PATH2"}, "join"),
+    ({"join": "inner", "source2": "parquet", "path2": "PATH2", "keyColumns2": "user,id"}, "keyColumns2"),
+    ({"join": "inner", "source2": "parquet", "path2": "PATH2", "aggregate2": "count(*) AS total"}, "aggregate2"),
+])
+def test_bad_join_options_fail_at_load(spark, tmp_path, extra, option):
+    _write(tmp_path / "s1", [[("a", T0, 1, 1)]], SCHEMA1)
+    _write(tmp_path / "s2", [[("a", T0, 1, 2)]], SCHEMA2)
+    opts = {"source": "parquet", "path": str(tmp_path / "s1"), "timestampColumn": "ts", "keyColumns": "k",
+            "window": "tumbling(4 seconds)", "aggregate": AGG1, "stateLocation": str(tmp_path / "state")}
+    opts.update({k: v.replace("PATH2", str(tmp_path / "s2")) for k, v in extra.items()})
+    reader = spark.readStream.format("windowed")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    with pytest.raises(Exception) as info:
+        reader.load()
+    assert f"invalid option '{option}'" in str(info.value) and "Accepted:" in str(info.value)
+
+
+def test_conf_default_join_does_not_reach_single_stream_queries(tmp_path):
+    """``spark.windowed.join`` in the conf applies only to queries with a source2."""
+    from datasource._plugin import make_data_source
+    from datasource.options import parse_options
+    cls = make_data_source({"join": "inner", "aggregate2": "count(*) AS n2"})
+    base = {"source": "parquet", "path": "/p", "timestampColumn": "ts", "window": "tumbling(1 second)",
+            "aggregate": "count(*) AS n", "stateLocation": str(tmp_path)}
+    single = parse_options(cls(base).options)
+    assert single.spec.join is None and single.stream2 is None
+    joined = parse_options(cls({**base, "source2": "json", "path2": "/q"}).options)
+    assert joined.spec.join is not None and joined.spec.join.how == "inner" and joined.stream2.path == "/q"
+    with pytest.raises(OptionError) as e:  # an explicit join without source2 is still an error
+        parse_options(cls({**base, "join": "left"}).options)
+    assert e.value.option == "join"
