@@ -35,6 +35,7 @@ def _bundles(seed: int, n: int, first_id: int) -> list[list[dict]]:
             bundle.append((rnd.choice("ab"), T0 + b * 3 * SEC + rnd.randrange(-6 * SEC, 2 * SEC), rnd.randrange(50), i))
             i += 1
         out.append(bundle)
+    out[-1].append(("a", T0 - 20 * SEC, 7, first_id + 999))  # behind the merged watermark by then: late
     out.append([("z", T0 + 60 * SEC, 0, i)])  # moves this stream's watermark past every window above
     return out
 
@@ -87,7 +88,8 @@ def test_join_through_spark_matches_test_stream_replay(spark, tmp_path, how, win
         assert any(not r["ids1"] for r in triggers.to_pylist()) or any(not r["ids2"] for r in triggers.to_pylist())
     # every element is either in a pane or in the late table, each stream's marked with its side
     want_late = sorted((r[J.SIDE_COLUMN], r["id"] if r[J.SIDE_COLUMN] == 1 else r["__s2_id"]) for r in s.take_late())
-    late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table().to_pylist() if want_late else []
+    assert {side for side, _ in want_late} == {1, 2}
+    late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table().to_pylist()
     got_late = sorted((r[J.SIDE_COLUMN], r["id"] if r[J.SIDE_COLUMN] == 1 else r["__s2_id"]) for r in late)
     assert got_late == want_late
 
