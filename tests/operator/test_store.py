@@ -191,3 +191,40 @@ def test_garbage_collection_keeps_what_the_manifest_refers_to(tmp_path):
     out = StateStore.open(spec, storage, root, 7, SCHEMA, buckets=4).step(
         None, watermark=10_000_000, processing_time=0, batch_seq=8)
     assert sum(r["s"] for r in out.panes.to_pylist()) == sum(range(1, 8))
+
+
+JOIN_WINDOWS = [w for w in WINDOWS if not w.startswith("count") and "elements" not in w]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(scenarios(), st.sampled_from(JOIN_WINDOWS), st.sampled_from(["inner", "left", "outer", "cogroup"]),
+       st.integers(1, 6), st.data())
+def test_store_matches_in_memory_operator_for_joins(tmp_path_factory, case, window, how, max_rows, data):
+    """Two streams (spark_windowing.join): the store keeps the side counters like any state."""
+    from spark_windowing import join
+    _, trigger, mode, lateness, agg, steps = case
+    if window == "global":
+        trigger = "AfterCount(2)"
+    spec = OperatorSpec.from_options(window=window, trigger=trigger or None, aggregate=agg, key_columns="k",
+                                     timestamp_unit="ms", accumulation_mode=mode, join=how,
+                                     allowed_lateness=f"{lateness} milliseconds")
+    schema = join.union_schema(SCHEMA, SCHEMA, spec)
+    root = str(tmp_path_factory.mktemp("store"))
+    plain = WindowedOperator(spec, schema)
+    kw = dict(buckets=8, max_rows=max_rows, max_files=2)
+    store = StateStore(spec, storage, root, schema, **kw)
+    for seq, (rows, wm, proc, reopen) in enumerate(steps, start=1):
+        side2 = [data.draw(st.booleans()) for _ in rows]
+        t1, t2 = ([r for r, s in zip(rows, side2) if s == pick] for pick in (False, True))
+        events = join.union(*(pa.table({"k": [r[0] for r in t], "ts": [r[1] for r in t], "v": [r[2] for r in t]},
+                                       schema=SCHEMA) for t in (t1, t2)), spec, schema)
+        a = plain.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
+        b = store.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
+        assert _sorted(b.panes) == _sorted(a.panes), f"step {seq}"
+        assert _sorted(b.late) == _sorted(a.late), f"step {seq}"
+        store.persist(seq)
+        store.evict()
+        if reopen:
+            store = StateStore.open(spec, storage, root, seq, schema, **kw)
+        collect_garbage(storage, root, seq)
