@@ -210,7 +210,8 @@ class WindowedOperator:
 
     def late_schema(self) -> pa.Schema:
         assert self.input_schema is not None
-        own = [f for f in self.input_schema if f.name not in {lf.name for lf in LATE_FIELDS}]
+        hidden = {lf.name for lf in LATE_FIELDS} | {join.ON1, join.ON2}  # join's side markers: join_side says it
+        own = [f for f in self.input_schema if f.name not in hidden]
         return pa.schema([*own, *LATE_FIELDS])
 
     @property

@@ -224,7 +224,9 @@ def test_late_rows_of_each_side_are_marked():
     s.add_elements([{"k": "a", "ts": 12, "v": 1}], stream2=[{"k": "a", "ts": 13, "v": 2}], watermark=10)
     s.add_elements([{"k": "a", "ts": 3, "v": 3}, {"k": "b", "ts": None, "v": 5}],
                    stream2=[{"k": "a", "ts": 4, "v": 4}, {"k": None, "ts": 15, "v": 6}])
-    late = sorted((r[J.SIDE_COLUMN], r["reason"], r["v"], r["__s2_v"]) for r in s.take_late())
+    rows = s.take_late()
+    assert not {J.ON1, J.ON2} & set(rows[0])  # internal markers stay out of the late table
+    late = sorted((r[J.SIDE_COLUMN], r["reason"], r["v"], r["__s2_v"]) for r in rows)
     assert late == [(1, "malformed", 5, None), (1, "too_late", 3, None),
                     (2, "malformed", None, 6), (2, "too_late", None, 4)]
 
