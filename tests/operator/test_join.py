@@ -100,8 +100,8 @@ def _merge_session(open_, key, ws, we):
     return ws, we
 
 
-def run(steps, window, how, mode, early, snapshot_at=None):
-    kw = dict(KW, window=window, join=how, accumulation_mode=mode,
+def run(steps, window, how, mode, early, snapshot_at=None, **over):
+    kw = dict(KW, **over, window=window, join=how, accumulation_mode=mode,
               trigger=f"AfterWatermark(early=AfterCount({early}))" if early else None)
     s = TestStream(**kw)
     panes, late = [], []
@@ -112,7 +112,7 @@ def run(steps, window, how, mode, early, snapshot_at=None):
         panes += s.take_panes()
         late += s.take_late()
     got = sorted(((p["k"], p["window_start"], p["window_end"], p["pane_timing"], p["pane_index"],
-                   sorted(p["l1"]), p["s1"], p["c1"], sorted(p["l2"]), p["c2"]) for p in panes), key=repr)
+                   sorted(p.get("l1", [])), p["s1"], p["c1"], sorted(p.get("l2", [])), p["c2"]) for p in panes), key=repr)
     late_got = sorted((r[J.SIDE_COLUMN], r["v"] if r[J.SIDE_COLUMN] == 1 else r["__s2_v"],
                        r["window_start"]) for r in late)
     return got, late_got, panes
@@ -156,6 +156,18 @@ def test_snapshot_restore_mid_stream(steps, window, how, mode, data):
     whole = run(steps, window, how, mode, 2)
     restored = run(steps, window, how, mode, 2, snapshot_at=at)
     assert restored[:2] == whole[:2]
+
+
+@given(two_streams(), st.sampled_from(J.JOIN_KINDS), st.sampled_from(["discarding", "accumulating"]))
+@settings(max_examples=120, deadline=None)
+def test_combinable_aggregates_on_the_per_slide_path(steps, how, mode):
+    """sum/count only: sliding windows pre-aggregate per slide (operator._add_buckets)."""
+    window = "sliding(10 milliseconds, 5 milliseconds)"
+    got = run(steps, window, how, mode, None, aggregate="sum(v) AS s1, count(*) AS c1", aggregate2="count(*) AS c2")[2]
+    got = sorted(((p["k"], p["window_start"], p["window_end"], p["pane_timing"], p["pane_index"], p["s1"], p["c1"],
+                   p["c2"]) for p in got), key=repr)
+    want = sorted((p[:5] + (p[6], p[7], p[9]) for p in reference(steps, window, how, mode, None)[0]), key=repr)
+    assert got == want
 
 
 def test_worked_example_of_the_module_docstring():
