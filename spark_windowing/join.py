@@ -87,7 +87,7 @@ def build_join(*, how: str, aggregate: str, aggregate2: str | None, key_columns:
         raise OptionError("join", how, ", ".join(JOIN_KINDS))
     if window.count_based or window.mixed or window.inherit:
         raise OptionError("window", window.spec(), "tumbling, sliding, session, cumulate or global with join",
-                          why="count, mixed and inherited windows are per-stream arrival order, not joinable")
+                          why="count, mixed, record_sliding and inherited windows are not joinable in this version")
     if not timestamp_column:
         raise OptionError("timestampColumn", timestamp_column, "an event-time column of stream 1 with join",
                           why="streams are merged in event time")
