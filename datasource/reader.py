@@ -110,7 +110,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                   "max_event": None, "max_col": None, "last_input": None}
         if self.cfg.stream2 is not None:  # join: stream 2's position, per-stream watermarks
             offset.update({"up2": upstream.initial_position(self.cfg.stream2), "wm1": MIN_TIME, "wm2": MIN_TIME,
-                           "max_event2": None, "last_input2": None})
+                           "max_event2": None, "last_input2": None, "started": None})
         return offset
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -155,11 +155,12 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:  # join: stream 2's position and the earlier of the two watermarks
             extra = self._stream2_offset(start, reports, now, limit)
             has_data = has_data or extra["up2"] != start["up2"]
+            started = start.get("started") or now  # the first batch's time: idle streams are timed from it
             merged = join.JoinWatermark(start["wm"], start["wm1"], start["wm2"]).advance(
                 cfg.watermark, max_event1=max_event, max_event2=extra["max_event2"], batch_time=now,
-                last_input1=last_input, last_input2=extra["last_input2"])
+                last_input1=last_input, last_input2=extra["last_input2"], started=started)
             wm = merged.wm
-            extra.update({"wm1": merged.wm1, "wm2": merged.wm2})
+            extra.update({"wm1": merged.wm1, "wm2": merged.wm2, "started": started})
         next_ev = min([MAX_TIME] + [r.get("next_event_timer", MAX_TIME) for r in reports])
         next_pt = min([MAX_TIME] + [r.get("next_proc_timer", MAX_TIME) for r in reports])
         due = next_ev <= wm or (not self._available_now and next_pt <= now)

@@ -160,14 +160,21 @@ class JoinWatermark:
 
     def advance(self, strategy, *, max_event1: int | None, max_event2: int | None, batch_time: int,
                 last_input1: int | None, last_input2: int | None, max_col1: int | None = None,
-                max_col2: int | None = None) -> "JoinWatermark":
+                max_col2: int | None = None, started: int | None = None) -> "JoinWatermark":
         """Each stream's watermark from its own events (``strategy``), merged by
-        ``merge_watermarks``. A stream without events yet holds the merged watermark back."""
+        ``merge_watermarks``. A stream without events yet holds the merged watermark back —
+        unless ``strategy.idle_timeout`` has passed since ``started`` (the query's first batch
+        time): then only the other stream's watermark counts (Flink's idle inputs), and this
+        stream's first events may be late."""
         w1 = strategy.advance(current=self.wm1, max_event=max_event1, max_column=max_col1,
                               batch_time=batch_time, last_input=last_input1)
         w2 = strategy.advance(current=self.wm2, max_event=max_event2, max_column=max_col2,
                               batch_time=batch_time, last_input=last_input2)
-        return JoinWatermark(merge_watermarks(self.wm, w1, w2), w1, w2)
+        idle = (strategy.idle_timeout is not None and started is not None
+                and batch_time - started > strategy.idle_timeout)
+        m1 = w2 if idle and w1 <= MIN_TIME else w1
+        m2 = w1 if idle and w2 <= MIN_TIME else w2
+        return JoinWatermark(merge_watermarks(self.wm, m1, m2), w1, w2)
 
 
 def merge_watermarks(current: int, wm1: int, wm2: int) -> int:

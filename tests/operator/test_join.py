@@ -265,6 +265,19 @@ def test_merged_watermark_is_the_earlier_streams_never_decreasing(batches, delay
         prev = state.wm
 
 
+def test_a_stream_without_events_stops_holding_back_after_the_idle_timeout():
+    """watermarkIdleTimeout 10 ms: stream 2 never had an event; from 10 ms after the first
+    batch on, stream 1's watermark alone moves the merged one."""
+    strategy = parse_watermark("bounded(0 milliseconds)", "10 milliseconds")
+    state = J.JoinWatermark()
+    kw = dict(max_event1=50_000, max_event2=None, last_input1=10_000, last_input2=None, started=0)
+    assert state.advance(strategy, batch_time=10_000, **kw).wm == MIN_TIME        # not idle yet
+    state = state.advance(strategy, batch_time=10_001, **kw)
+    assert state.wm == 50_000 and state.wm2 == MIN_TIME
+    no_idle = parse_watermark("bounded(0 milliseconds)")
+    assert J.JoinWatermark().advance(no_idle, batch_time=10**9, **kw).wm == MIN_TIME
+
+
 def test_merge_watermarks_never_goes_back():
     assert J.merge_watermarks(50, 100, 40) == 50
     assert J.merge_watermarks(50, 100, 70) == 70

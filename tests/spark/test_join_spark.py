@@ -135,3 +135,28 @@ def test_conf_default_join_does_not_reach_single_stream_queries(tmp_path):
     with pytest.raises(OptionError) as e:  # an explicit join without source2 is still an error
         parse_options(cls({**base, "join": "left"}).options)
     assert e.value.option == "join"
+
+
+def test_left_join_with_a_silent_second_stream_fires_after_the_idle_timeout(spark, tmp_path):
+    """Stream 2 has no events at all: with watermarkIdleTimeout it stops holding the merged
+    watermark back, so the left join's windows close on stream 1's watermark alone."""
+    b1 = [[("a", T0 + SEC, 5, 1), ("b", T0 + 2 * SEC, 7, 2)], [("a", T0 + 9 * SEC, 1, 3)]]
+    _write(tmp_path / "s1", b1, SCHEMA1)
+    (tmp_path / "s2").mkdir()
+    opts = {"source": "parquet", "path": str(tmp_path / "s1"), "timestampColumn": "ts", "keyColumns": "k",
+            "source2": "parquet", "path2": str(tmp_path / "s2"), "schema2": "user string, t timestamp, amount long, id long",
+            "timestampColumn2": "t", "keyColumns2": "user", "join": "left", "window": "tumbling(4 seconds)",
+            "aggregate": AGG1, "aggregate2": AGG2, "watermarkIdleTimeout": "1 milliseconds",
+            "stateLocation": str(tmp_path / "state"), "maxFilesPerTrigger": "1"}
+    reader = spark.readStream.format("windowed")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    chk = str(tmp_path / "chk")
+    name = "join_idle"
+    q = (reader.load().writeStream.format("memory").queryName(name).option("checkpointLocation", chk)
+         .trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert q.exception() is None
+    got = sorted((r["k"], r["ids1"], r["ids2"], r["n2"]) for r in spark.table(name).collect())
+    assert got == [("a", [1], [], 0), ("b", [2], [], 0)]
+    assert all(end["wm2"] == MIN_TIME for _, end in offsets(chk))
