@@ -124,6 +124,9 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     if source2 and str(source2).strip() and not (join and str(join).strip()):
         raise OptionError("source2", source2, "source2 together with join=inner|left|outer|cogroup",
                           why="no join: how should the streams be merged?")
+    if join and str(join).strip() and processing_time:
+        raise OptionError("timestampColumn", ts_col, "an event-time column of stream 1 with join",
+                          why="two streams are merged in event time; processing-time windows are not joinable")
     if join and str(join).strip() and options.get("watermark", "").strip().lower().startswith("column"):
         raise OptionError("watermark", options["watermark"], "bounded(<delay>) or processing(<lag>) with join",
                           why="column watermarks are not merged across two streams in this version")

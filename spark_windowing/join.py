@@ -26,7 +26,10 @@ each side in the pane; when a window fires, ``join`` decides whether its pane is
 
 "In the pane" follows the accumulation mode: the elements since the last firing under
 ``discarding``, all of the window's elements under the accumulating modes. A suppressed pane is
-not counted in ``pane_index``.
+not counted in ``pane_index`` and retracts nothing; so under ``discarding`` a window whose last
+firing is suppressed (nothing new since an early pane) has no pane with ``is_final``. Under the
+accumulating modes a pane's contents only grow, so once a window's pane is emitted, every later
+firing of it is too.
 
 The merged watermark is the earlier of the two streams' watermarks, never decreasing
 (``merge_watermarks``).

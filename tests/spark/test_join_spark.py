@@ -137,6 +137,23 @@ def test_conf_default_join_does_not_reach_single_stream_queries(tmp_path):
     assert e.value.option == "join"
 
 
+@pytest.mark.parametrize("extra,option", [
+    ({"timestampColumn": ""}, "timestampColumn"),                 # processing-time windows
+    ({"watermark": "column(ts)"}, "watermark"),
+    ({"source2": "panes"}, "source2"),
+    ({"path2": ""}, "path2"),
+    ({"maxFilesPerTrigger2": "0"}, "maxFilesPerTrigger2"),
+])
+def test_bad_join_options_without_spark(tmp_path, extra, option):
+    from datasource.options import parse_options
+    base = {"source": "parquet", "path": "/p", "timestampColumn": "ts", "window": "tumbling(1 second)",
+            "aggregate": "count(*) AS n", "stateLocation": str(tmp_path), "join": "inner", "source2": "json",
+            "path2": "/q"}
+    with pytest.raises(OptionError) as e:
+        parse_options({k.lower(): v for k, v in {**base, **extra}.items()})
+    assert e.value.option == option
+
+
 def test_left_join_with_a_silent_second_stream_fires_after_the_idle_timeout(spark, tmp_path):
     """Stream 2 has no events at all: with watermarkIdleTimeout it stops holding the merged
     watermark back, so the left join's windows close on stream 1's watermark alone."""
