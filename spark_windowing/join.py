@@ -240,7 +240,8 @@ def union_schema(schema1: pa.Schema, schema2: pa.Schema, spec) -> pa.Schema:
             continue
         if col.startswith(S2):
             if col[len(S2):] not in schema2.names:
-                raise OptionError("aggregate2", j.aggregate2_text, f"aggregates over columns of stream 2 {schema2.names}",
+                raise OptionError("aggregate2", j.aggregate2_text,
+                                  f"aggregates over columns of stream 2 {schema2.names}",
                                   why=f"no column {col[len(S2):]!r}")
         elif col.startswith(S1):
             fields[col] = _type(schema1, col[len(S1):], "aggregate", spec.aggregate_text)
