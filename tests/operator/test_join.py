@@ -293,12 +293,13 @@ def test_merge_watermarks_never_goes_back():
     (dict(join="inner", aggregate2="nope(v)"), "aggregate2"),
     (dict(join="inner", window="count(3)"), "window"),
     (dict(join="inner", window="record_sliding(1 second)"), "window"),
+    (dict(join="inner", aggregate=None, process="tests.operator.fixtures.process_functions:ids"), "process"),
     (dict(join="inner", aggregate2="spark_windowing.accumulations:TopN(3, v, v)"), "aggregate2"),
 ])
 def test_bad_join_options(kwargs, option):
     base = dict(window="tumbling(1 second)", aggregate="count(*) AS c1", key_columns="k")
     with pytest.raises(OptionError) as e:
-        OperatorSpec.from_options(**{**base, **kwargs})
+        OperatorSpec.from_options(**{k: v for k, v in {**base, **kwargs}.items() if v is not None})
     assert e.value.option == option
     assert "Accepted:" in str(e.value)
 
