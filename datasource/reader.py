@@ -282,7 +282,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if cfg.stream2 is not None:  # join: both streams' batches as one table with a side column
             t1 = upstream.read_batch(cfg, partition.planned[0], None)
             t2 = upstream.read_batch(cfg.stream2, partition.planned[1], None)
-            table = join.union(t1, t2, cfg.spec, input_schema(cfg))
+            schema = join.union_schema(upstream.upstream_schema_cached(cfg, None),
+                                       upstream.upstream_schema_cached(cfg.stream2, None), cfg.spec)
+            table = join.union(t1, t2, cfg.spec, schema)
         else:
             columns = None if cfg.late_data_path else needed_columns(cfg)
             table = upstream.read_batch(cfg, partition.planned, columns)
