@@ -40,19 +40,22 @@ WINDOWS = {
 
 # ---------------------------------------------------------------- reference model (per element)
 
-def reference(steps, window, how, mode, early):
+def reference(steps, window, how, mode, early, lateness=0):
     """Panes and late (side, id, window_start) of ``steps`` = [(watermark, events1, events2)],
-    events (key, ts, id); Default-like trigger: ON_TIME at the window end (allowed lateness 0),
-    EARLY every ``early`` elements since the last firing (None: no early panes)."""
+    events (key, ts, id). Trigger: ``Default()`` (ON_TIME when the watermark passes the end, then
+    a LATE pane per bundle within ``lateness``), or with ``early``
+    ``AfterWatermark(early=AfterCount(early))`` (EARLY every ``early`` elements since the last
+    firing; finished, hence closed, after ON_TIME)."""
     assign, merging = WINDOWS[window], window.startswith("session")
-    open_: dict[tuple, dict] = {}   # (key, ws, we) -> {"all": [(side, id)], "new": [...], "idx": n}
+    assert not (merging and lateness)  # the model merges sessions only without lateness
+    open_: dict[tuple, dict] = {}   # (key, ws, we) -> {"all": [(side, id)], "new": [...], "idx": n, ...}
     panes, late = [], []
     for wm, ev1, ev2 in steps:
         touched = set()
         for side, events in ((1, ev1), (2, ev2)):
             for key, ts, i in events:
                 for ws, we in assign(ts):
-                    if we <= wm:
+                    if we + lateness <= wm or open_.get((key, ws, we), {}).get("closed"):
                         late.append((side, i, ws))
                         continue
                     if merging:
@@ -60,11 +63,19 @@ def reference(steps, window, how, mode, early):
                     w = open_.setdefault((key, ws, we), {"all": [], "new": [], "idx": 0})
                     w["all"].append((side, i))
                     w["new"].append((side, i))
+                    w["eow"] = w.get("eow") or wm < we  # an element before the end: ON_TIME pane due
                     touched.add((key, ws, we))
         for wkey in sorted(open_):
             w = open_[wkey]
-            on_time = wkey[2] <= wm
-            if not on_time and not (early and wkey in touched and len(w["new"]) >= early):
+            if w.get("closed"):
+                continue
+            if not w.get("on_time") and wkey[2] <= wm:  # a window whose elements all came late: LATE
+                timing, w["on_time"], w["closed"] = "ON_TIME" if w.get("eow") else "LATE", True, bool(early)
+            elif w.get("on_time") and wkey in touched:
+                timing = "LATE"
+            elif early and wkey in touched and len(w["new"]) >= early and wkey[2] > wm:
+                timing = "EARLY"
+            else:
                 continue
             content = w["all"] if mode == "accumulating" else w["new"]
             w["new"] = []
@@ -72,10 +83,10 @@ def reference(steps, window, how, mode, early):
             s2 = [i for s, i in content if s == 2]
             emit = {"inner": bool(s1 and s2), "left": bool(s1), "outer": bool(s1 or s2), "cogroup": True}[how]
             if emit:
-                panes.append((*wkey, "ON_TIME" if on_time else "EARLY", w["idx"], sorted(s1),
+                panes.append((*wkey, timing, w["idx"], sorted(s1),
                               sum(s1) if s1 else None, len(s1), sorted(s2), len(s2)))
                 w["idx"] += 1
-        for wkey in [k for k in open_ if k[2] <= wm]:
+        for wkey in [k for k in open_ if k[2] + lateness <= wm]:
             del open_[wkey]
     return sorted(panes, key=repr), sorted(late)
 
@@ -100,8 +111,9 @@ def _merge_session(open_, key, ws, we):
     return ws, we
 
 
-def run(steps, window, how, mode, early, snapshot_at=None, **over):
+def run(steps, window, how, mode, early, snapshot_at=None, lateness=0, **over):
     kw = dict(KW, **over, window=window, join=how, accumulation_mode=mode,
+              allowed_lateness=f"{lateness} milliseconds",
               trigger=f"AfterWatermark(early=AfterCount({early}))" if early else None)
     s = TestStream(**kw)
     panes, late = [], []
@@ -139,11 +151,12 @@ def two_streams(draw, max_steps=6):
 
 
 @given(two_streams(), st.sampled_from(sorted(WINDOWS)), st.sampled_from(J.JOIN_KINDS),
-       st.sampled_from(["discarding", "accumulating"]), st.sampled_from([None, 2]))
-@settings(max_examples=250, deadline=None)
-def test_matches_reference_model(steps, window, how, mode, early):
-    got, late, _ = run(steps, window, how, mode, early)
-    want, want_late = reference(steps, window, how, mode, early)
+       st.sampled_from(["discarding", "accumulating"]), st.sampled_from([None, 2]), st.sampled_from([0, 10]))
+@settings(max_examples=300, deadline=None)
+def test_matches_reference_model(steps, window, how, mode, early, lateness):
+    lateness = 0 if window.startswith("session") else lateness
+    got, late, _ = run(steps, window, how, mode, early, lateness=lateness)
+    want, want_late = reference(steps, window, how, mode, early, lateness)
     assert got == want
     assert late == want_late
 
