@@ -31,11 +31,15 @@ KNOWN_OPTIONS = {
     # a second stream merged per key and window (spark_windowing.join)
     "join", "source2", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
     "maxfilespertrigger2", "startingversion2",
+    # a generated stream 2: the generator options suffixed with 2
+    "eventsperbatch2", "totalevents2", "keys2", "eventinterval2", "disorder2", "latefraction2", "seed2",
+    "starttime2",
 }
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
 JOIN_OPTIONS = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
-                "maxfilespertrigger2", "startingversion2")
+                "maxfilespertrigger2", "startingversion2", "eventsperbatch2", "totalevents2", "keys2",
+                "eventinterval2", "disorder2", "latefraction2", "seed2", "starttime2")
 
 
 @dataclass(frozen=True)
@@ -145,19 +149,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         processing_time = True
     wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
     state = _require(options, "stateLocation", "a URI such as /lake/_state/q1, s3://bucket/state/q1")
-    gen = GeneratorConfig()
-    if source == "generator":
-        gen = GeneratorConfig(
-            events_per_batch=_int(options, "eventsPerBatch", minimum=1, default=1000),
-            total_events=_int(options, "totalEvents", minimum=0),
-            keys=_int(options, "keys", minimum=1, default=100),
-            event_interval=parse_duration(options.get("eventinterval", "10 milliseconds"),
-                                          option="eventInterval", allow_zero=False),
-            disorder=parse_duration(options.get("disorder", "0 seconds"), option="disorder"),
-            late_fraction=_fraction(options.get("latefraction", "0")),
-            seed=_int(options, "seed", default=42),
-            start_time=_start_time(options.get("starttime")),
-        )
+    gen = _generator(options) if source == "generator" else GeneratorConfig()
     cfg = SourceConfig(
         source=source, path=path, spec=spec, watermark=wm, state_location=state.rstrip("/"),
         shards=_int(options, "shards", minimum=1, default=DEFAULT_SHARDS),
@@ -173,16 +165,43 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 
 
+def _generator(options: dict[str, str], suffix: str = "") -> GeneratorConfig:
+    """The generator's options; a join's generated stream 2 reads ``<option>2``, defaulting to the
+    unsuffixed option, and ``seed2`` defaults to ``seed + 1`` (a different stream, not a copy)."""
+    def get(name: str, default: str | None = None) -> str | None:
+        return options.get(name.lower() + suffix, options.get(name.lower(), default))
+
+    def num(name: str, **kw) -> int | None:
+        return _int({(name + suffix).lower(): v} if (v := get(name)) is not None else {}, name + suffix, **kw)
+
+    seed = num("seed", default=42)
+    if suffix and options.get("seed" + suffix) is None:
+        seed = (seed or 0) + 1
+    return GeneratorConfig(
+        events_per_batch=num("eventsPerBatch", minimum=1, default=1000),
+        total_events=num("totalEvents", minimum=0),
+        keys=num("keys", minimum=1, default=100),
+        event_interval=parse_duration(get("eventInterval", "10 milliseconds"), option="eventInterval" + suffix,
+                                      allow_zero=False),
+        disorder=parse_duration(get("disorder", "0 seconds"), option="disorder" + suffix),
+        late_fraction=_fraction(get("lateFraction", "0"), option="lateFraction" + suffix),
+        seed=seed,
+        start_time=_start_time(get("startTime"), option="startTime" + suffix),
+    )
+
+
 def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
-    """The second upstream: ``source2``/``path2`` and, defaulting to stream 1's, ``schema2`` and
-    ``maxFilesPerTrigger2``; its file manifest lives in ``<stateLocation>/sources2``."""
+    """The second upstream: ``source2``/``path2``/``schema2`` and ``maxFilesPerTrigger2``
+    (defaulting to stream 1's); a generated stream 2 takes the generator options suffixed with 2
+    (see ``_generator``); its file manifest lives in ``<stateLocation>/sources2``."""
     source2 = str(options["source2"]).strip().lower()
     if source2 not in SOURCES or source2 == "panes":
         raise OptionError("source2", options["source2"], ", ".join(s for s in SOURCES if s != "panes"))
     path2 = options.get("path2")
     if source2 != "generator" and not path2:
         raise OptionError("path2", path2, f"the location of the second ({source2}) upstream", why="required")
-    stream2 = replace(cfg, source=source2, path=path2, schema_ddl=options.get("schema2") or cfg.schema_ddl,
+    gen2 = _generator(options, "2") if source2 == "generator" else GeneratorConfig()
+    stream2 = replace(cfg, source=source2, path=path2, schema_ddl=options.get("schema2"), generator=gen2,
                       max_files_per_trigger=_int(options, "maxFilesPerTrigger2", minimum=1,
                                                  default=cfg.max_files_per_trigger),
                       starting_version=_int(options, "startingVersion2", minimum=0),
@@ -190,24 +209,24 @@ def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
     return replace(cfg, stream2=stream2)
 
 
-def _fraction(raw: str) -> float:
+def _fraction(raw: str, option: str = "lateFraction") -> float:
     try:
         v = float(raw)
     except ValueError:
-        raise OptionError("lateFraction", raw, "a number between 0 and 1") from None
+        raise OptionError(option, raw, "a number between 0 and 1") from None
     if not 0 <= v <= 1:
-        raise OptionError("lateFraction", raw, "a number between 0 and 1")
+        raise OptionError(option, raw, "a number between 0 and 1")
     return v
 
 
-def _start_time(raw: str | None) -> int:
+def _start_time(raw: str | None, option: str = "startTime") -> int:
     if raw is None:
         return GeneratorConfig.start_time
     from datetime import datetime, timezone
     try:
         d = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
     except ValueError:
-        raise OptionError("startTime", raw, "an ISO-8601 timestamp such as 2026-01-01T00:00:00Z") from None
+        raise OptionError(option, raw, "an ISO-8601 timestamp such as 2026-01-01T00:00:00Z") from None
     if d.tzinfo is None:
         d = d.replace(tzinfo=timezone.utc)
     return int(d.timestamp() * 1_000_000)

@@ -46,10 +46,15 @@ _DDL_TYPES = {"string": pa.string(), "long": pa.int64(), "bigint": pa.int64(), "
 
 
 # ---------------------------------------------------------------------- schema discovery
+def opt(cfg: SourceConfig, name: str) -> str:
+    """The option behind ``name`` for this upstream: ``path2``, ``schema2``, ... for a join's stream 2."""
+    return name + "2" if cfg.manifest_dir == "sources2" else name
+
+
 def upstream_schema(cfg: SourceConfig) -> pa.Schema:
     """The upstream's Arrow schema (driver side, at load())."""
     if cfg.schema_ddl:
-        return parse_ddl(cfg.schema_ddl)
+        return parse_ddl(cfg.schema_ddl, option=opt(cfg, "schema"))
     if cfg.source == "generator":
         return GENERATOR_SCHEMA
     if cfg.source == "panes":
@@ -59,20 +64,20 @@ def upstream_schema(cfg: SourceConfig) -> pa.Schema:
         try:
             return pa.schema(DeltaTable(cfg.path).schema().to_arrow())
         except Exception as e:  # deltalake raises TableNotFoundError and friends
-            raise OptionError("path", cfg.path, "an existing Delta table", why=str(e).splitlines()[0]) from None
+            raise OptionError(opt(cfg, "path"), cfg.path, "an existing Delta table", why=str(e).splitlines()[0]) from None
     files = list_files(cfg)
     if not files:
-        raise OptionError("schema", None, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
+        raise OptionError(opt(cfg, "schema"), None, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
                           why=f"{cfg.path} has no {cfg.source} files yet to take the schema from; pass it")
     return read_files(cfg, files[:1], columns=None).schema
 
 
-def parse_ddl(ddl: str) -> pa.Schema:
+def parse_ddl(ddl: str, option: str = "schema") -> pa.Schema:
     fields = []
     for item in ddl.split(","):
         parts = item.split()
         if len(parts) != 2 or parts[1].lower() not in _DDL_TYPES:
-            raise OptionError("schema", ddl, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
+            raise OptionError(option, ddl, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
                               why=f"cannot parse {item.strip()!r}")
         fields.append(pa.field(parts[0].strip("`"), _DDL_TYPES[parts[1].lower()]))
     return pa.schema(fields)
@@ -163,7 +168,8 @@ def list_files(cfg: SourceConfig) -> list[str]:
     try:
         infos = fs.get_file_info(storage.selector(root))
     except FileNotFoundError:
-        raise OptionError("path", cfg.path, f"a directory of {cfg.source} files", why="does not exist") from None
+        raise OptionError(opt(cfg, "path"), cfg.path, f"a directory of {cfg.source} files",
+                          why="does not exist") from None
     files = [i for i in infos if i.is_file and (i.path.endswith(suffix) or i.path.endswith(suffix + "l"))
              and not i.base_name.startswith((".", "_"))]
     files.sort(key=lambda i: (i.mtime_ns or 0, i.path))

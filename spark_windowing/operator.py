@@ -713,6 +713,8 @@ class WindowedOperator:
         ws, we, seq = cols["ws"][rows], cols["we"][rows], None
         if self.spec.window.count_based:
             seq, ws, we = ws, cols["tmin"][rows], cols["tmax"][rows]
+        elif self.spec.window.inclusive_end:  # record_sliding: the inclusive end, as the pane row
+            we = we - 1
         keys = None
         if self.spec.key_columns:
             assert self.keys is not None

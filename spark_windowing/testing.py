@@ -161,7 +161,7 @@ class TestStream:
             missing = "schema" if self._schemas[0] is None else "schema2"
             raise ValueError(f"the first step of a join TestStream needs elements of both streams, or pass {missing}=")
         schema = join.union_schema(self._schemas[0], self._schemas[1], self.spec)
-        return join.union(t1 if t1.num_rows else None, tables[1] if t2.num_rows else None, self.spec, schema)
+        return join.union(tables[0] if t1.num_rows else None, tables[1] if t2.num_rows else None, self.spec, schema)
 
     def _step(self, events: pa.Table | None) -> StepResult:
         result = self.operator.step(events, watermark=self._wm, processing_time=self._proc)

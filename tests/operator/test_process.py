@@ -250,6 +250,21 @@ def test_context_describes_the_pane_row():
     assert p["c_columns"] == ["v", "id"]  # input_columns: the projection, in the declared order
 
 
+@pytest.mark.parametrize("window", ["tumbling(10 milliseconds)", "session(4 milliseconds)",
+                                    "record_sliding(10 milliseconds)"])
+def test_context_window_bounds_are_the_pane_rows(window):
+    """Half-open windows report the exclusive end, record_sliding its inclusive end: the context
+    must say what the pane row says."""
+    s = TestStream(window=window, process=FN + "context", key_columns="k")
+    s.add_elements([{"k": "a", "ts": 3, "v": 1, "id": 0}, {"k": "a", "ts": 5, "v": 2, "id": 1}])
+    s.advance_watermark_to(100)
+    panes = s.take_panes()
+    assert panes
+    utc = lambda ms: datetime.fromtimestamp(ms / 1000, timezone.utc)  # noqa: E731
+    for p in panes:
+        assert (p["c_start"], p["c_end"]) == (utc(p["window_start"]), utc(p["window_end"]))
+
+
 def test_an_empty_on_time_pane_calls_the_function_with_no_elements():
     s = TestStream(window="tumbling(10 milliseconds)", trigger="AfterWatermark(early=AfterCount(1))",
                    process=FN + "spread")

@@ -72,13 +72,20 @@ def test_join_through_spark_matches_test_stream_replay(spark, tmp_path, how, win
     s = TestStream(window=window, aggregate=AGG1, aggregate2=AGG2, join=how, key_columns="k",
                    key_columns2="user", timestamp_column2="t", timestamp_unit="us", schema=SCHEMA1, schema2=SCHEMA2)
     batches = offsets(chk)
+    merged = MIN_TIME
     for start, end in batches:
+        # each stream's watermark: bounded(1 second) behind the latest event of the batches before
+        # this one (Spark's rule); the merged one: the earlier of the two, never going back
+        seen1 = [t for f in range(0 if start is None else start["up"]) for _, t, _, _ in b1[f]]
+        seen2 = [t for f in range(0 if start is None else start["up2"]) for _, t, _, _ in b2[f]]
+        want1 = max(seen1) - SEC if seen1 else MIN_TIME
+        want2 = max(seen2) - SEC if seen2 else MIN_TIME
+        merged = max(merged, min(want1, want2))
+        assert (end["wm1"], end["wm2"], end["wm"]) == (want1, want2, merged)
         s1 = [r for f in range(0 if start is None else start["up"], end["up"]) for r in b1[f]]
         s2 = [r for f in range(0 if start is None else start["up2"], end["up2"]) for r in b2[f]]
         s.add_elements(_table(s1, SCHEMA1), stream2=_table(s2, SCHEMA2), watermark=end["wm"],
                        processing_time=end["bt"])
-        # the merged watermark: the earlier stream's, never going back
-        assert end["wm"] == J.merge_watermarks(MIN_TIME if start is None else start["wm"], end["wm1"], end["wm2"])
     expected = pa.Table.from_pylist([{c: p[c] for c in triggers.column_names} for p in s.take_panes()])
     assert len(batches) >= 7 and triggers.num_rows >= 2
     assert rows(triggers, drop=("batch_seq",)) == rows(expected, drop=("batch_seq",))
@@ -152,6 +159,42 @@ def test_bad_join_options_without_spark(tmp_path, extra, option):
     with pytest.raises(OptionError) as e:
         parse_options({k.lower(): v for k, v in {**base, **extra}.items()})
     assert e.value.option == option
+
+
+def test_stream2_options_are_its_own(tmp_path):
+    """Stream 2 never silently takes stream 1's schema; a generated stream 2 reads the generator
+    options suffixed with 2 and is a different stream (seed + 1), not a copy; errors about stream
+    2's upstream name stream 2's options."""
+    from datasource.options import parse_options
+    from datasource.upstream import upstream_schema
+    base = {"source": "json", "path": str(tmp_path), "schema": "k string, ts timestamp, v long",
+            "timestampColumn": "ts", "keyColumns": "k", "window": "tumbling(1 second)",
+            "aggregate": "count(*) AS n", "aggregate2": "count(*) AS n2", "stateLocation": str(tmp_path / "st"),
+            "join": "inner", "source2": "json", "path2": str(tmp_path / "nothing_here")}
+    cfg = parse_options({k.lower(): v for k, v in base.items()})
+    assert cfg.schema_ddl and cfg.stream2.schema_ddl is None
+    with pytest.raises(OptionError) as e:
+        upstream_schema(cfg.stream2)
+    assert e.value.option == "path2"
+    (tmp_path / "empty").mkdir()
+    cfg = parse_options({k.lower(): v for k, v in {**base, "path2": str(tmp_path / "empty")}.items()})
+    with pytest.raises(OptionError) as e:
+        upstream_schema(cfg.stream2)
+    assert e.value.option == "schema2"
+    cfg = parse_options({k.lower(): v for k, v in {**base, "schema2": "k string, ts nonsense"}.items()})
+    with pytest.raises(OptionError) as e:
+        upstream_schema(cfg.stream2)
+    assert e.value.option == "schema2" and "nonsense" in str(e.value)
+    gen = {**base, "source": "generator", "source2": "generator", "seed": "7", "keys": "5", "keys2": "9"}
+    for k in ("path", "path2", "schema"):
+        gen.pop(k)
+    cfg = parse_options({k.lower(): v for k, v in gen.items()})
+    g1, g2 = cfg.generator, cfg.stream2.generator
+    assert (g1.seed, g1.keys, g2.seed, g2.keys) == (7, 5, 8, 9)
+    assert g2.events_per_batch == g1.events_per_batch
+    with pytest.raises(OptionError) as e:
+        parse_options({k.lower(): v for k, v in {**gen, "lateFraction2": "2"}.items()})
+    assert e.value.option == "lateFraction2"
 
 
 def test_left_join_with_a_silent_second_stream_fires_after_the_idle_timeout(spark, tmp_path):
