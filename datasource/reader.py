@@ -46,6 +46,7 @@ from spark_windowing._time import MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError, SnapshotError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.panes import TIMESTAMP
+from spark_windowing.process import load_process
 from spark_windowing.store import StateStore, collect_garbage, manifest_digest, manifest_uri
 
 #: Open state stores of this Python worker, by (state location, shard): the next micro-batch of a
@@ -318,8 +319,16 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
         if "kind" in upstream.upstream_schema_cached(cfg, None).names:
             names.append("kind")
     for a in spec.aggregates:
-        if a.func in ("custom", "process"):  # they may read any column
+        if a.func == "custom":  # it may read any column
             return None
+        if a.func == "process":  # a function's declared input_columns (none declared: every column)
+            cols = getattr(load_process(a.target)[0], "input_columns", None)
+            if cols is None:
+                return None
+            names += list(cols)
+            if getattr(spec.evictor, "column", None):  # delta(threshold, column)
+                names.append(spec.evictor.column)
+            continue
         if a.column:
             names.append(a.column)
     tops = []

@@ -95,3 +95,45 @@ def test_bad_process_options_fail_at_load(spark, tmp_path, extra, option, fragme
         reader.load()
     text = str(info.value)
     assert f"invalid option '{option}'" in text and fragment in text and "Accepted:" in text
+
+
+def test_needed_columns_are_the_function_s_input_columns(tmp_path):
+    """The upstream read is projected to what the function declares (plus keys, time and the
+    delta evictor's column); a function declaring nothing reads every column."""
+    from datasource.options import parse_options
+    from datasource.reader import needed_columns
+
+    def cfg(**kw):
+        return parse_options({k.lower(): v for k, v in _options(tmp_path, window="tumbling(6 seconds)", **kw).items()})
+    assert needed_columns(cfg(process=FN + "values")) == ["k", "ts", "v"]
+    assert needed_columns(cfg(process=FN + "values", evictor="delta(3, id)")) == ["k", "ts", "v", "id"]
+    assert needed_columns(cfg(process=FN + "ids")) is None
+
+
+def test_projected_process_function_through_spark(spark, tmp_path):
+    """A function with input_columns = ["v"] (values) sees the projected upstream through Spark and gives
+    the panes of TestStream over the same micro-batches."""
+    bundles = _bundles(7)
+    for b in bundles:
+        write_deltalake(str(tmp_path / "events"), pa.Table.from_pylist(
+            [{**r, "ts": _ts(r["ts"])} for r in b], schema=SCHEMA), mode="append")
+    opts = _options(tmp_path, window="tumbling(6 seconds)", process=FN + "values")
+    reader = spark.readStream.format("windowed")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    chk = str(tmp_path / "chk")
+    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
+         .option("checkpointLocation", chk).trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert q.exception() is None
+    triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
+    assert triggers.num_rows >= 3 and {"vs", "new_vs"} <= set(triggers.column_names)
+    s = TestStream(window="tumbling(6 seconds)", process=FN + "values", key_columns="k", timestamp_unit="us")
+    for start, end in offsets(chk):
+        first = 0 if start is None else start["up"] + 1
+        events = [r for v in range(first, end["up"] + 1) for r in bundles[v]]
+        s.add_elements(events or pa.table({"k": pa.array([], pa.string()), "ts": pa.array([], pa.int64()),
+                                           "v": pa.array([], pa.int64()), "id": pa.array([], pa.int64())}),
+                       watermark=end["wm"], processing_time=end["bt"])
+    expected = pa.Table.from_pylist([{c: p[c] for c in triggers.column_names} for p in s.take_panes()])
+    assert rows(triggers, drop=("batch_seq",)) == rows(expected, drop=("batch_seq",))
