@@ -74,3 +74,18 @@ def run_noop(spark, options: dict[str, str], checkpoint: str) -> None:
          .trigger(availableNow=True).start())
     q.awaitTermination(240)
     assert not q.isActive and q.exception() is None, q.exception()
+
+
+def run_to_sink(spark, options: dict[str, str], tmp_path) -> str:
+    """Run a windowed query with availableNow into the pane sink at ``tmp_path/panes``; return its
+    checkpoint (``tmp_path/chk``), whose offset log a TestStream replay reads."""
+    reader = spark.readStream.format("windowed")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    chk = str(tmp_path / "chk")
+    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
+         .option("checkpointLocation", chk).trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive, "query did not finish in time"
+    assert q.exception() is None, q.exception()
+    return chk

@@ -15,7 +15,7 @@ from spark_windowing import join as J
 from spark_windowing._time import MIN_TIME
 from spark_windowing.errors import OptionError
 from spark_windowing.testing import TestStream
-from tests.spark._helpers import offsets, rows
+from tests.spark._helpers import offsets, rows, run_to_sink
 from tests.spark.test_source import SEC, T0
 
 pytestmark = pytest.mark.spark
@@ -59,14 +59,7 @@ def test_join_through_spark_matches_test_stream_replay(spark, tmp_path, how, win
             "join": how, "window": window, "aggregate": AGG1, "aggregate2": AGG2,
             "watermark": "bounded(1 second)", "maxFilesPerTrigger": "1", "shards": "2",
             "stateLocation": str(tmp_path / "state"), "lateDataPath": str(tmp_path / "late")}
-    reader = spark.readStream.format("windowed")
-    for k, v in opts.items():
-        reader = reader.option(k, v)
-    chk = str(tmp_path / "chk")
-    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
-         .option("checkpointLocation", chk).trigger(availableNow=True).start())
-    q.awaitTermination(240)
-    assert q.exception() is None
+    chk = run_to_sink(spark, opts, tmp_path)
     triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
 
     s = TestStream(window=window, aggregate=AGG1, aggregate2=AGG2, join=how, key_columns="k",

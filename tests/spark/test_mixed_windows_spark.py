@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from spark_windowing.testing import TestStream
-from tests.spark._helpers import offsets, rows
+from tests.spark._helpers import offsets, rows, run_to_sink
 from tests.spark.test_source import SEC, T0, _ts
 
 pytestmark = pytest.mark.spark
@@ -42,14 +42,7 @@ def test_mixed_window_through_spark_into_delta(spark, tmp_path, window):
     opts = {"source": "delta", "path": str(tmp_path / "events"), "timestampColumn": "ts", "keyColumns": "k",
             "window": window, "aggregate": AGG, "watermark": "bounded(2 seconds)", "maxFilesPerTrigger": "1",
             "shards": "2", "stateLocation": str(tmp_path / "state"), "lateDataPath": str(tmp_path / "late")}
-    reader = spark.readStream.format("windowed")
-    for k, v in opts.items():
-        reader = reader.option(k, v)
-    chk = str(tmp_path / "chk")
-    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
-         .option("checkpointLocation", chk).trigger(availableNow=True).start())
-    q.awaitTermination(240)
-    assert q.exception() is None
+    chk = run_to_sink(spark, opts, tmp_path)
     triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
     current = DeltaTable(str(tmp_path / "panes" / "current")).to_pyarrow_table()
     late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table()

@@ -10,7 +10,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from spark_windowing.testing import TestStream
-from tests.spark._helpers import micros, offsets, rows
+from tests.spark._helpers import micros, offsets, rows, run_to_sink
 from tests.spark.test_source import SEC, T0, _ts
 
 pytestmark = pytest.mark.spark
@@ -41,14 +41,7 @@ def test_window_kind_through_spark_into_delta(spark, tmp_path, window, trigger):
             "stateLocation": str(tmp_path / "state")}
     if trigger:
         opts["trigger"] = trigger
-    reader = spark.readStream.format("windowed")
-    for k, v in opts.items():
-        reader = reader.option(k, v)
-    chk = str(tmp_path / "chk")
-    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
-         .option("checkpointLocation", chk).trigger(availableNow=True).start())
-    q.awaitTermination(240)
-    assert q.exception() is None
+    chk = run_to_sink(spark, opts, tmp_path)
     triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
     retractions = DeltaTable(str(tmp_path / "panes" / "retractions")).to_pyarrow_table()
     assert triggers.num_rows > 0
