@@ -89,3 +89,15 @@ def run_to_sink(spark, options: dict[str, str], tmp_path) -> str:
     assert not q.isActive, "query did not finish in time"
     assert q.exception() is None, q.exception()
     return chk
+
+
+def replay_versions(stream, checkpoint: str, bundles: list[list[dict]]) -> None:
+    """Feed a TestStream the micro-batches Spark ran over a Delta upstream written one version per
+    bundle (``k`` string, ``ts``/``v``/``id`` ints): each batch's versions, watermark and batch time
+    from the offset log."""
+    empty = pa.table({"k": pa.array([], pa.string()), "ts": pa.array([], pa.int64()),
+                      "v": pa.array([], pa.int64()), "id": pa.array([], pa.int64())})
+    for start, end in offsets(checkpoint):
+        first = 0 if start is None else start["up"] + 1
+        events = [r for v in range(first, end["up"] + 1) for r in bundles[v]]
+        stream.add_elements(events or empty, watermark=end["wm"], processing_time=end["bt"])

@@ -12,7 +12,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from spark_windowing.testing import TestStream
-from tests.spark._helpers import offsets, rows, run_to_sink
+from tests.spark._helpers import replay_versions, rows, run_to_sink
 from tests.spark.test_source import SEC, T0, _ts
 
 pytestmark = pytest.mark.spark
@@ -25,17 +25,6 @@ def _bundles(seed: int) -> list[list[dict]]:
     rnd = random.Random(seed)
     return [[{"k": rnd.choice("ab"), "ts": T0 + b * 3 * SEC + rnd.randrange(-2 * SEC, 2 * SEC),
               "v": rnd.randrange(10), "id": 10 * b + i} for i in range(6)] for b in range(5)]
-
-
-def _replay(s: TestStream, chk: str, bundles: list[list[dict]]) -> None:
-    """Feed ``s`` the micro-batches Spark ran: one Delta version per bundle, each batch's watermark
-    and batch time from the offset log."""
-    empty = pa.table({"k": pa.array([], pa.string()), "ts": pa.array([], pa.int64()),
-                      "v": pa.array([], pa.int64()), "id": pa.array([], pa.int64())})
-    for start, end in offsets(chk):
-        first = 0 if start is None else start["up"] + 1
-        events = [r for v in range(first, end["up"] + 1) for r in bundles[v]]
-        s.add_elements(events or empty, watermark=end["wm"], processing_time=end["bt"])
 
 
 def _options(tmp_path, **kw) -> dict[str, str]:
@@ -62,7 +51,7 @@ def test_process_with_evictor_through_spark_into_delta(spark, tmp_path, window, 
 
     s = TestStream(window=window, trigger=trigger, accumulation_mode=mode, process=FN + "ids",
                    evictor=evictor, key_columns="k", timestamp_unit="us")
-    _replay(s, chk, bundles)
+    replay_versions(s, chk, bundles)
     expected = pa.Table.from_pylist([{c: p[c] for c in triggers.column_names} for p in s.take_panes()])
     want = expected.filter(pc.equal(expected.column("kind"), "TRIGGER"))
     assert rows(triggers, drop=("batch_seq",)) == rows(want, drop=("batch_seq",))
@@ -121,6 +110,6 @@ def test_projected_process_function_through_spark(spark, tmp_path):
     triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
     assert triggers.num_rows >= 3 and {"vs", "new_vs"} <= set(triggers.column_names)
     s = TestStream(window="tumbling(6 seconds)", process=FN + "values", key_columns="k", timestamp_unit="us")
-    _replay(s, chk, bundles)
+    replay_versions(s, chk, bundles)
     expected = pa.Table.from_pylist([{c: p[c] for c in triggers.column_names} for p in s.take_panes()])
     assert rows(triggers, drop=("batch_seq",)) == rows(expected, drop=("batch_seq",))

@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from spark_windowing.testing import TestStream
-from tests.spark._helpers import offsets, rows, run_to_sink
+from tests.spark._helpers import replay_versions, rows, run_to_sink
 from tests.spark.test_source import SEC, T0, _ts
 
 pytestmark = pytest.mark.spark
@@ -51,12 +51,7 @@ def test_record_sliding_through_spark_into_delta(spark, tmp_path):
 
     s = TestStream(window=WINDOW, aggregate=AGG, key_columns="k", timestamp_unit="us",
                    allowed_lateness="2 seconds")
-    for start, end in offsets(chk):
-        first = 0 if start is None else start["up"] + 1
-        events = [r for v in range(first, end["up"] + 1) for r in bundles[v]]
-        s.add_elements(events or pa.table({"k": pa.array([], pa.string()), "ts": pa.array([], pa.int64()),
-                                           "v": pa.array([], pa.int64()), "id": pa.array([], pa.int64())}),
-                       watermark=end["wm"], processing_time=end["bt"])
+    replay_versions(s, chk, bundles)
     expected = pa.Table.from_pylist([{c: p[c] for c in triggers.column_names} for p in s.take_panes()])
     assert triggers.num_rows > 5 and "window_seq" not in triggers.column_names
     assert rows(triggers, drop=("batch_seq",)) == rows(expected, drop=("batch_seq",))
