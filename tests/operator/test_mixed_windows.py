@@ -18,6 +18,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from event_streams import streams
 
 from spark_windowing.errors import OptionError
 from spark_windowing.spec import OperatorSpec
@@ -90,25 +91,6 @@ def panes_of(s, steps):
         assert (p["pane_timing"], p["is_final"], p["pane_index"], p["kind"]) == ("ON_TIME", True, 0, "TRIGGER")
         assert (p["f"], p["l"], p["s"], p["n"]) == (p["ids"][0], p["ids"][-1], sum(p["ids"]), len(p["ids"]))
     return sorted((p["k"], p["window_seq"], p["ids"]) for p in panes)
-
-
-@st.composite
-def streams(draw, max_steps=8):
-    """Bundles with out-of-order timestamps (some behind the watermark), watermark moves, a flush."""
-    delay = draw(st.integers(0, 15))
-    now, w, max_ts, i, steps = 100, 0, 0, 0, []
-    for _ in range(draw(st.integers(1, max_steps))):
-        now += draw(st.integers(0, 25))
-        events = []
-        for _ in range(draw(st.integers(0, 6))):
-            events.append((draw(st.sampled_from("abc")), now - draw(st.integers(0, delay + 8)), i))
-            i += 1
-        max_ts = max([max_ts] + [t for _, t, _ in events])
-        if draw(st.booleans()):
-            w = max(w, max_ts - delay)
-        steps.append((events, w))
-    steps.append(([], max_ts + 1000))
-    return steps
 
 
 @given(streams(), st.integers(1, 4), st.sampled_from([5, 7, 10]), st.sampled_from([0, 3]))

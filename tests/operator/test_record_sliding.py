@@ -24,6 +24,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from event_streams import streams as _streams
 
 from spark_windowing.errors import OptionError
 from spark_windowing.testing import TestStream
@@ -118,28 +119,9 @@ def panes_of(s, steps, size):
     return sorted((p["k"], p["window_start"], p["window_end"], p["ids"]) for p in panes)
 
 
-@st.composite
-def streams(draw, max_steps=8, keys="abc"):
-    """Bundles with out-of-order timestamps (some behind the watermark), watermark moves, a flush."""
-    delay = draw(st.integers(0, 15))
-    now, w, max_ts, i, steps = 100, 0, 0, 0, []
-    for _ in range(draw(st.integers(1, max_steps))):
-        now += draw(st.integers(0, 25))
-        events = []
-        for _ in range(draw(st.integers(0, 6))):
-            events.append((draw(st.sampled_from(keys)), now - draw(st.integers(0, delay + 12)), i))
-            i += 1
-        max_ts = max([max_ts] + [t for _, t, _ in events])
-        if draw(st.booleans()):
-            w = max(w, max_ts - delay)
-        steps.append((events, w))
-    steps.append(([], max_ts + 1000))
-    return steps
-
-
 # ---------------------------------------------------------------- properties
 
-@given(streams(), st.sampled_from([1, 3, 5, 10]), st.sampled_from([0, 4, 12]), st.sampled_from(["ms", "us", "s"]))
+@given(_streams(spread=12), st.sampled_from([1, 3, 5, 10]), st.sampled_from([0, 4, 12]), st.sampled_from(["ms", "us", "s"]))
 @settings(max_examples=200, deadline=None)
 def test_matches_the_kip450_reference_model(steps, size, lateness, unit):
     s = run(steps, size, lateness, unit)
@@ -188,7 +170,7 @@ def test_each_distinct_timestamp_brings_one_window_ending_at_it_and_at_most_one_
     assert len(bounds[0]) <= 2 * len(distinct) - 1
 
 
-@given(streams(max_steps=10), st.integers(1, 10), st.sampled_from([0, 6]))
+@given(_streams(max_steps=10, spread=12), st.integers(1, 10), st.sampled_from([0, 6]))
 @settings(max_examples=40, deadline=None)
 def test_snapshot_restore_continue_gives_the_same_panes(steps, cut, lateness):
     cut = min(cut, len(steps))
