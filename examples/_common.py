@@ -35,7 +35,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONF_DIR = os.path.join(ROOT, "conf")
 WINDOWED_PREFIX = "spark.windowed."
 #: Sub-directories an example owns under its output directory (removed at the start of a run).
-OWNED = ("input", "state", "checkpoint", "panes", "late", "timeline.png", "downstream")
+OWNED = ("input", "input2", "state", "checkpoint", "panes", "late", "timeline.png", "downstream")
 
 
 # --------------------------------------------------------------------------- configuration

@@ -179,6 +179,35 @@ def test_chained_queries_top_users_equal_a_batch_computation(spark, example, tmp
     assert "stage 2 vs batch: 15 rows over 5 minutes, equal" in capsys.readouterr().out
 
 
+def test_orders_payments_join_equals_a_batch_left_join(spark, example, tmp_path, capsys):
+    """Two parquet streams joined per customer and minute (join=left): the current table holds,
+    for every customer and minute with orders, the orders' and the payments' totals computed
+    directly from the raw files; minutes with payments but no orders are absent (left)."""
+    import pyarrow.parquet as pq
+    joined = example("orders_payments_join")
+    out = joined.main(["--output", str(tmp_path / "join")], spark=spark)
+    tables = _pane_tables(out)
+    _assert_current_is_latest_trigger(tables, "customer_id")
+    assert not os.path.exists(out.late)   # nothing late: the late table is created by its first row
+
+    def per_minute(rows, key, ts, value):
+        acc: dict[tuple, list] = {}
+        for r in rows:
+            k = (r[ts].replace(second=0, microsecond=0), r[key])
+            acc.setdefault(k, []).append(r[value])
+        return acc
+    orders = per_minute(pq.read_table(out.input).to_pylist(), "customer_id", "ordered_at", "amount")
+    paid = per_minute(pq.read_table(os.path.join(out.root, "input2")).to_pylist(), "customer", "paid_at", "paid")
+    expected = {k: (len(v), round(sum(v), 6), len(paid.get(k, [])),
+                    round(sum(paid[k]), 6) if k in paid else None) for k, v in orders.items()}
+    got = {(r["window_start"], r["customer_id"]):
+           (r["orders"], round(r["ordered"], 6), r["payments"], None if r["paid"] is None else round(r["paid"], 6))
+           for r in tables["current"].to_pylist()}
+    assert len(expected) >= 16 and any(k not in orders for k in paid)   # left: payment-only minutes dropped
+    assert got == expected
+    assert "stream vs batch: 24 rows over 3 minutes, equal" in capsys.readouterr().out
+
+
 def test_spark_submit_with_properties_file(tmp_path):
     """spark-submit --properties-file <conf> (+ --conf): the spark.windowed.* entries become the
     reader's defaults. The file is the demo's conf with keys=3 and totalEvents=300; the command
