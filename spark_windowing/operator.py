@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -43,7 +42,7 @@ from spark_windowing.triggers import NONE, Ctx
 from spark_windowing.windows import Sliding
 
 TIMINGS = np.array([TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE], dtype=object)
-_TIMING_ARRAY = pa.array(TIMINGS.tolist(), pa.string())
+_TIMING_ARRAY: pa.Array | None = None  # the pane_timing strings by timing code (built on first use)
 _EARLY, _ON_TIME, _LATE = 0, 1, 2
 _NOKEY = "__nokey"
 _I64_MAX = np.iinfo(np.int64).max
@@ -65,6 +64,21 @@ _BASE_COLUMNS: dict[str, tuple[object, object]] = {
     "rid": (np.int64, 0),              # row id: creation order, orders panes independently of row position
     "bkt": (np.int64, -1),             # state-store key bucket (-1 until the store assigns it)
 }
+
+
+def _timing_array() -> pa.Array:
+    global _TIMING_ARRAY
+    if _TIMING_ARRAY is None:
+        _TIMING_ARRAY = pa.array(TIMINGS.tolist(), pa.string())
+    return _TIMING_ARRAY
+
+
+def _pd():
+    """pandas, imported on first use: its hashing (factorize) serves the operator's group-bys, and
+    the Python processes Spark starts only to plan a query or drive offsets need not pay its ~0.3 s
+    import."""
+    import pandas
+    return pandas
 
 
 @dataclass
@@ -405,8 +419,8 @@ class WindowedOperator:
         k = w.size // w.slide
         start = (ts - w.offset) // w.slide * w.slide + w.offset
         kid = _factorize([key_table])[0]
-        b_ids = pd.factorize(start)[0]
-        bucket = pd.factorize(kid * (int(b_ids.max()) + 1) + b_ids)[0].astype(np.int64)
+        b_ids = _pd().factorize(start)[0]
+        bucket = _pd().factorize(kid * (int(b_ids.max()) + 1) + b_ids)[0].astype(np.int64)
         needed = sorted({a.spec.column for a in self.aggs if a.spec.column is not None})
         hold = None
         if self.spec.timestamp_combiner != "end_of_window":
@@ -425,7 +439,7 @@ class WindowedOperator:
     def _ordinals(self, key_table: pa.Table) -> np.ndarray:
         """Per-key arrival ordinals of this batch's elements, continuing the counts so far."""
         kid = _factorize([key_table])[0]
-        within = pd.Series(kid).groupby(kid).cumcount().to_numpy().astype(np.int64)
+        within = _pd().Series(kid).groupby(kid).cumcount().to_numpy().astype(np.int64)
         n_keys = int(kid.max()) + 1 if len(kid) else 0
         first = np.full(n_keys, -1, dtype=np.int64)
         first[kid[::-1]] = np.arange(len(kid))[::-1]
@@ -510,17 +524,17 @@ class WindowedOperator:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         n = self.num_windows
         kid_state, kid_pairs = _factorize([self.keys, pair_keys])
-        ws_ids = pd.factorize(np.concatenate([self.cols["ws"], ws]))[0]
+        ws_ids = _pd().factorize(np.concatenate([self.cols["ws"], ws]))[0]
         if self.spec.window.same_start:  # windows told apart by (start, end)
-            we_ids = pd.factorize(np.concatenate([self.cols["we"], we]))[0]
-            ws_ids = pd.factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
+            we_ids = _pd().factorize(np.concatenate([self.cols["we"], we]))[0]
+            ws_ids = _pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
         n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
         comp_state = kid_state * n_ws + ws_ids[:n]
         comp_pairs = kid_pairs * n_ws + ws_ids[n:]
-        group, uniques = pd.factorize(comp_pairs)
+        group, uniques = _pd().factorize(comp_pairs)
         rep = np.full(len(uniques), -1, dtype=np.int64)
         rep[group[::-1]] = np.arange(len(group))[::-1]  # first pair of each group
-        row = pd.Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
+        row = _pd().Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
             np.full(len(uniques), -1, dtype=np.int64)
         new = row < 0
         if new.any():
@@ -756,7 +770,7 @@ class WindowedOperator:
         elif self.spec.window.inclusive_end:  # record_sliding: [start, end] both inclusive
             we = we - 1
         arrays += [_ts_array(ws), _ts_array(np.minimum(we, GLOBAL_END)), *values,
-                   pa.repeat(pa.scalar(kind, pa.string()), n), _TIMING_ARRAY.take(pa.array(timing, pa.int8())),
+                   pa.repeat(pa.scalar(kind, pa.string()), n), _timing_array().take(pa.array(timing, pa.int8())),
                    pa.array(index, pa.int64()), pa.array(final, pa.bool_()),
                    _ts_array(np.clip(pts, -62_135_596_800_000_000, GLOBAL_END)),
                    pa.repeat(pa.scalar(wm, TIMESTAMP), n),
@@ -948,8 +962,8 @@ def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
             values = col.to_numpy(zero_copy_only=False)
         else:
             values = col.to_numpy(zero_copy_only=False).astype(object)
-        part = pd.factorize(values)[0].astype(np.int64)
-        ids = part if ids is None else pd.factorize(ids * (int(part.max()) + 1) + part)[0].astype(np.int64)
+        part = _pd().factorize(values)[0].astype(np.int64)
+        ids = part if ids is None else _pd().factorize(ids * (int(part.max()) + 1) + part)[0].astype(np.int64)
     assert ids is not None
     out, pos = [], 0
     for s in sizes:
