@@ -83,6 +83,49 @@ def run_ours(spark, directory: str, window: str, max_files: int, delay: str, chk
     return timed(q)
 
 
+def run_nothing(spark, batches: int, shards: int, chk: str) -> float:
+    """A Python streaming source that reads nothing: ``batches`` micro-batches of one row per
+    partition (``shards`` partitions), availableNow, noop sink — what Spark's micro-batch
+    machinery costs any Python DataSource, the lower bound for ours."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, SupportsTriggerAvailableNow
+
+    class NothingReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def initialOffset(self):
+            return {"batch": 0}
+
+        def getDefaultReadLimit(self):
+            return ReadAllAvailable()
+
+        def prepareForTriggerAvailableNow(self):
+            pass
+
+        def latestOffset(self, start, limit):
+            return {"batch": min(start["batch"] + 1, batches)}
+
+        def partitions(self, start, end):
+            return [InputPartition(i) for i in range(shards)]
+
+        def read(self, partition):
+            yield (partition.value,)
+
+    class Nothing(DataSource):
+        @classmethod
+        def name(cls):
+            return "nothing"
+
+        def schema(self):
+            return "shard int"
+
+        def streamReader(self, schema):
+            return NothingReader()
+
+    spark.dataSource.register(Nothing)
+    q = spark.readStream.format("nothing").load().writeStream.format("noop") \
+        .option("checkpointLocation", chk).trigger(availableNow=True).start()
+    return timed(q)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=4_000_000)
@@ -127,9 +170,12 @@ def main(argv: list[str] | None = None) -> None:
     floor_native = run_native(spark, floor_dir, "window(ts, '1 minute')", max_files, delay, os.path.join(work, "n"))
     floor_ours = run_ours(spark, floor_dir, "tumbling(1 minute)", max_files, delay, os.path.join(work, "o"),
                           os.path.join(work, "s"), args.shards)
+    run_nothing(spark, args.batches, args.shards, os.path.join(work, "w"))  # warm-up
+    floor_nothing = run_nothing(spark, args.batches, args.shards, os.path.join(work, "x"))
     shutil.rmtree(work, ignore_errors=True)
     print(f"floor (1 event per file, same batches): spark native {floor_native:.2f} s, "
-          f"spark-windowing {floor_ours:.2f} s")
+          f"spark-windowing {floor_ours:.2f} s; a Python source reading nothing, {args.batches} "
+          f"batches: {floor_nothing:.2f} s")
     print(f"{'window':10s} {'engine':16s} {'seconds':>8s} {'M events/s':>11s}")
     for name, (ours_window, native_expr) in CASES.items():
         if args.only and args.only != name:
