@@ -45,8 +45,30 @@ def _run(tmp, name: str, kill_after: float | None) -> int:
         return -9
 
 
+def _committed_files(path) -> list[str]:
+    """The files Spark's file sink committed, from its ``_spark_metadata`` log: a task killed with
+    the driver can leave a partial or orphaned file in the directory, which readers must ignore
+    (Spark's own reader of a sink directory does the same)."""
+    import json
+    from urllib.parse import unquote, urlparse
+    log = os.path.join(str(path), "_spark_metadata")
+    files: set[str] = set()
+    for name in os.listdir(log):
+        if not name.split(".")[0].isdigit():
+            continue
+        with open(os.path.join(log, name)) as f:
+            for line in f.read().splitlines()[1:]:   # first line: the log format version
+                entry = json.loads(line)
+                local = unquote(urlparse(entry["path"]).path)
+                if entry.get("action", "add") == "add":
+                    files.add(local)
+                else:
+                    files.discard(local)
+    return sorted(files)
+
+
 def _panes(path) -> list[dict]:
-    table = pq.read_table(str(path))
+    table = pa.concat_tables([pq.read_table(f) for f in _committed_files(path)])
     return rows(table.select(sorted(table.column_names)), drop=("batch_time",))
 
 
