@@ -239,17 +239,67 @@ class MixedLogic:
             return
         rows = op._append_rows(self.keys.take(pa.array(rep)), seq.astype(np.int64),
                                np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64))
-        lengths = hi - lo
-        win = np.repeat(np.arange(m), lengths)
-        pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
-        src = order[pos]
-        values = agg.input_columns(op.aggs, self.values)
-        op._fold(rows[win], values.take(pa.array(src)), self.ts[src])
+        if not self._fold_ranges(op, rows, lo, hi, order):
+            lengths = hi - lo
+            win = np.repeat(np.arange(m), lengths)
+            pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
+            src = order[pos]
+            values = agg.input_columns(op.aggs, self.values)
+            op._fold(rows[win], values.take(pa.array(src)), self.ts[src])
         # first / last element time: pane_timestamp under the earliest / latest combiners
         op.cols["hold_min"][rows] = self.ts[order[lo]]
         op.cols["hold_max"][rows] = self.ts[order[hi - 1]]
         op._emit(rows, np.zeros(m, dtype=bool), np.ones(m, dtype=bool), pane_parts)
         op.cols["closed"][rows] = True
+
+    def _fold_ranges(self, op: "WindowedOperator", rows: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     order: np.ndarray) -> bool:
+        """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges with
+        ``np.ufunc.reduceat``, without expanding (element, window) pairs: memory follows the windows,
+        not windows x elements per window (record_sliding windows overlap heavily). Only for
+        sum / avg / count / min / max over integer or float columns; returns False (nothing done)
+        otherwise, and the caller folds the expanded pairs."""
+        aggs = op.aggs
+        if not aggs or any(a.spec.func not in agg.COMBINABLE for a in aggs):
+            return False
+        assert self.values is not None
+        columns: dict[str, Any] = {}
+        for a in aggs:
+            if a.spec.column is not None and a.spec.column not in columns:
+                col = self.values.column(a.spec.column)
+                if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+                    return False
+                columns[a.spec.column] = col.take(pa.array(order)).combine_chunks()
+        idx = _ranges(lo, hi)
+        ts = self.ts[order]
+        res = {"n": (hi - lo).astype(np.int64), "min_ts": _reduce(np.minimum, ts, idx),
+               "max_ts": _reduce(np.maximum, ts, idx)}
+        partials: dict[str, Any] = {}
+        for a in aggs:
+            p, f = a.prefix, a.spec.func
+            if f == "count_star":
+                partials[p + "n"] = res["n"]
+                continue
+            col = columns[a.spec.column]
+            cnt = _reduce(np.add, np.asarray(col.is_valid(), dtype=np.int64), idx)
+            partials[p + "n"] = cnt
+            if f in ("sum", "avg"):
+                integer = pa.types.is_integer(col.type)
+                x = col.fill_null(0).to_numpy().astype(np.int64 if integer else np.float64)
+                partials[p + "s"] = _reduce(np.add, x, idx)
+            elif f in ("min", "max"):  # a null never wins
+                if pa.types.is_integer(col.type):
+                    info = np.iinfo(col.type.to_pandas_dtype())
+                    x = col.fill_null(info.max if f == "min" else info.min).to_numpy()
+                    ufunc = np.minimum if f == "min" else np.maximum
+                else:  # fmin / fmax skip NaN unless all are NaN, as Arrow's min / max do; a null
+                    x = col.to_numpy(zero_copy_only=False).astype(np.float64)  # is NaN here, and
+                    # a window of nulls only is masked below (count 0)
+                    ufunc = np.fmin if f == "min" else np.fmax
+                v = _reduce(ufunc, x, idx)
+                partials[p + "v"] = pa.array(v, mask=cnt == 0).cast(col.type)
+        op._merge_into(rows, res, partials)
+        return True
 
     # ---- snapshots (pickled by spark_windowing.state)
     def snapshot(self) -> dict[str, Any]:
@@ -266,6 +316,23 @@ class MixedLogic:
 
     def _restore_extra(self, doc: dict[str, Any]) -> None:
         pass
+
+
+def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``ufunc.reduceat`` indices for the ranges ``[lo[w], hi[w])`` (``lo < hi``), interleaved;
+    see ``_reduce``."""
+    idx = np.empty(2 * len(lo), dtype=np.int64)
+    idx[0::2], idx[1::2] = lo, hi
+    return idx
+
+
+def _reduce(ufunc: np.ufunc, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``ufunc`` over each range of ``_ranges``: reduceat of ``idx[2w] < idx[2w+1]`` reduces exactly
+    ``x[lo:hi]`` (the odd results, from ``hi`` to the next ``lo``, are dropped); one sentinel element
+    makes ``hi == len(x)`` a valid index."""
+    if len(idx) == 0:
+        return x[:0].copy()
+    return ufunc.reduceat(np.append(x, x[-1:]), idx)[0::2]
 
 
 def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pyarrow as pa
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -299,3 +301,49 @@ def test_options_that_do_not_apply_are_rejected():
     assert TestStream(window="record_sliding(1 second)", aggregate="count(*) AS n", trigger="Default()")
     assert parse_window("record_sliding(90 seconds)") == RecordSliding(90_000_000)
     assert parse_window(parse_window("record_sliding(90 seconds)").spec()) == RecordSliding(90_000_000)
+
+
+# ---------------------------------------------------------------- the range path (no pair expansion)
+
+RANGE_AGG = ("sum(v) AS sv, avg(v) AS av, count(v) AS cv, count(*) AS n, min(v) AS lov, max(v) AS hiv, "
+             "sum(w) AS sw, avg(w) AS aw, min(w) AS low, max(w) AS hiw, min(i) AS loi, max(i) AS hii")
+
+
+@given(_streams(max_steps=10, spread=12), st.sampled_from(["record_sliding(6 milliseconds)",
+                                                           "count(3, 5 milliseconds)",
+                                                           "sliding(10 milliseconds, 2 elements)"]))
+@settings(max_examples=120, deadline=None)
+def test_range_aggregation_equals_the_pair_expansion(steps, window):
+    """With only sum / avg / count / min / max over numbers, buffered windows aggregate straight
+    from each window's range of sorted elements (``reduceat``); adding collect_list forces the
+    expansion into (element, window) pairs. Both must give the same panes, nulls and NaN included."""
+    def rows(events):
+        out = []
+        for k, ts, i in events:
+            v = None if i % 5 == 0 else i % 7 - 3
+            w = float("nan") if i % 11 == 3 else (None if v is None else v * 0.25)
+            out.append({"k": k, "ts": ts, "i": i, "v": v, "w": w})
+        return out
+
+    def panes(aggregate):
+        s = TestStream(window=window, aggregate=aggregate, key_columns="k", timestamp_unit="ms")
+        for events, wm in steps:
+            if events:
+                s.add_elements(pa.Table.from_pylist(rows(events), schema=SCHEMA), watermark=wm)
+            else:
+                s.advance_watermark_to(wm)
+        return s.take_panes()
+
+    fast, exact = panes(RANGE_AGG), panes(RANGE_AGG + ", collect_list(i) AS ids")
+    assert len(fast) == len(exact)
+    key = lambda p: (p["k"], p["window_start"], p["window_end"], p.get("window_seq"))  # noqa: E731
+    for f, e in zip(sorted(fast, key=key), sorted(exact, key=key)):
+        e = {c: e[c] for c in f}
+        for c in ("aw", "sw", "low", "hiw", "av"):  # floats: same values, NaN equal to NaN
+            a, b = f.pop(c), e.pop(c)
+            assert (a is None and b is None) or a == pytest.approx(b, nan_ok=True), (c, f, e)
+        assert f == e
+
+
+SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("i", pa.int64()), ("v", pa.int32()),
+                    ("w", pa.float64())])
