@@ -216,8 +216,21 @@ class AfterProcessingTime(Trigger):
 
 @dataclass(frozen=True)
 class ContinuousEventTime(Trigger):
-    """Flink's ContinuousEventTimeTrigger: fires each time the watermark passes the next multiple
-    of ``interval`` after the window's first element, and when it passes the window end."""
+    """Flink's ContinuousEventTimeTrigger: fires at marks ``m`` — the first the next multiple of
+    ``interval`` after the window's first element, each next one ``m + interval`` — and when the
+    watermark passes the window end; never finishes.
+
+    * A mark fires once the watermark guarantees every element stamped ``<= m`` arrived: in our
+      convention (nothing more with a timestamp ``< W``) when ``W > m``, not at ``W == m``.
+    * Marks are capped at the window's max timestamp (``end - 1``), as Flink registers
+      ``min(m + interval, window.maxTimestamp())``: the capped mark coincides with the end of the
+      window, so nothing repeats during allowed lateness (late elements still fire, as in Flink).
+    * Merging windows keep the smallest mark (Flink's merging state): a session's capped mark
+      fires the merged session once the watermark passes it.
+    * A watermark jump past several marks fires once (one firing per window and batch); the next
+      mark is the first of ``m + k * interval`` not yet passed, capped.
+    * No first mark is set for a window whose end the watermark has passed (Flink fires at once).
+    """
 
     interval: int
 
@@ -226,20 +239,29 @@ class ContinuousEventTime(Trigger):
 
     def on_element(self, c, path, m):
         col = c.col(path, "next")
-        first = m & (col == NONE)
-        col[first] = c.min_ts_new[first] // self.interval * self.interval + self.interval
+        first = m & (col == NONE) & (c.wm < c.end)
+        col[first] = np.minimum(c.min_ts_new[first] // self.interval * self.interval + self.interval,
+                                c.end[first] - 1)
+
+    def _passed(self, c, path):
+        nxt = c.col(path, "next")
+        return (nxt != NONE) & (nxt < c.wm)
 
     def should_fire(self, c, path):
-        nxt = c.col(path, "next")
-        return ((nxt != NONE) & (nxt <= c.wm)) | (c.end <= c.wm)
+        return self._passed(c, path) | (c.end <= c.wm)
 
     def on_fire(self, c, path, m):
         col = c.col(path, "next")
-        col[m & (col != NONE) & (col <= c.wm)] = c.wm // self.interval * self.interval + self.interval
+        up = m & self._passed(c, path)
+        steps = (c.wm - col[up] + self.interval - 1) // self.interval
+        col[up] = np.minimum(col[up] + steps * self.interval, c.end[up] - 1)
         return _zeros(c)
 
     def timers(self, c, path):
-        return [c.col(path, "next")], []
+        # fires at the first watermark past the mark; a mark capped at the end is the end-of-window
+        # timer (row-level), spent once the watermark passes the end
+        nxt = c.col(path, "next")
+        return [np.where((nxt != NONE) & (nxt < c.end - 1), nxt + 1, NONE)], []
 
     def spec(self):
         return f"ContinuousEventTime({self.interval}us)"

@@ -309,28 +309,39 @@ class AfterProcessingTime(Trigger):
 
 @dataclass(frozen=True)
 class ContinuousEventTime(Trigger):
-    """Flink's ContinuousEventTimeTrigger: fires when the watermark passes the next multiple of
-    `interval` after the window's first bundle (its earliest element), and whenever W >= end."""
+    """Flink's ContinuousEventTimeTrigger (as of FLINK-20443): a mark m fires once the watermark
+    is past it (W > m: Flink's watermark W - 1 >= m), and whenever W >= end. The first mark is the
+    next multiple of `interval` after the window's first bundle (its earliest element), set only
+    while W < end; after a mark fires the next one is m + k * interval, the first not yet passed.
+    Every mark is capped at the window's max timestamp (end - 1), where it is the end-of-window
+    firing itself: nothing repeats after the end. Merging keeps the smallest mark."""
     interval: int
 
     def new_state(self):
         return {"next": None, "set_at_step": None}
 
     def on_element(self, st, t, ctx):
-        mark = t // self.interval * self.interval + self.interval
+        if ctx.wm_at_least(ctx.end):            # Flink: fires at once, sets no mark
+            return
+        mark = min(t // self.interval * self.interval + self.interval, ctx.end - 1)
         if st["next"] is None:
             st["next"], st["set_at_step"] = mark, ctx.step
         elif st["set_at_step"] == ctx.step:      # elements of one bundle arrive together
             st["next"] = min(st["next"], mark)
 
+    def _passed(self, st, ctx):
+        return st["next"] is not None and ctx.wm_at_least(st["next"] + 1)
+
     def should_fire(self, st, ctx):
-        return (st["next"] is not None and ctx.wm_at_least(st["next"])) or ctx.wm_at_least(ctx.end)
+        return self._passed(st, ctx) or ctx.wm_at_least(ctx.end)
 
     def on_fire(self, st, ctx):
         # Flink re-registers only when the mark itself fired: firing because the watermark passed
         # the window end (onEventTime at maxTimestamp) registers no new mark
-        if ctx.wm is not None and st["next"] is not None and ctx.wm_at_least(st["next"]):
-            st["next"] = ctx.wm // self.interval * self.interval + self.interval
+        if self._passed(st, ctx):
+            m = st["next"]
+            m += -(-(ctx.wm - m) // self.interval) * self.interval   # the first m + k * interval >= W
+            st["next"] = min(m, ctx.end - 1)
         return False
 
     def reset(self, st):
@@ -341,7 +352,7 @@ class ContinuousEventTime(Trigger):
         return {"next": min(marks) if marks else None, "set_at_step": None}
 
     def timer_due(self, st, ctx):
-        return st["next"] is not None and ctx.wm_reached_now(st["next"])
+        return st["next"] is not None and ctx.wm_reached_now(st["next"] + 1)
 
 
 @dataclass(frozen=True)
