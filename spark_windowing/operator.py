@@ -586,7 +586,10 @@ class WindowedOperator:
                      (self.cols["we"][one_row[same]] == s_end[same])
         target = np.where(same, one_row, -1)
         has_pairs = np.bincount(pair_sid, minlength=n_sess) > 0
-        need_new = (~same) & (~closed_s) & has_pairs
+        # a session that grows gets a new row; one holding a closed window stays closed (Beam: a
+        # window merged with a finished one is finished) and grows, so what overlaps it later is
+        # dropped too, whatever the bundling
+        need_new = (~same) & has_pairs
         if need_new.any():
             sess_new = np.flatnonzero(need_new)
             rep_pair = np.full(n_sess, -1, dtype=np.int64)
@@ -601,6 +604,7 @@ class WindowedOperator:
                 src = ex_rows[merged_away]
                 dst = target[ex_sid[merged_away]]
                 self._merge_windows(src, dst, pane_parts)
+                self._close(target[sess_new[closed_s[sess_new]]])
                 g_pairs = target[pair_sid]
                 keep = np.ones(self.num_windows, dtype=bool)
                 keep[src] = False
@@ -613,9 +617,10 @@ class WindowedOperator:
         return np.where(closed_p, -1, target[pair_sid]), closed_p
 
     def _merge_windows(self, src: np.ndarray, dst: np.ndarray, pane_parts: list) -> None:
-        """Fold windows ``src`` into new windows ``dst`` (retracting their last panes if needed)."""
+        """Fold windows ``src`` into new windows ``dst`` (retracting their last panes if needed;
+        a closed window's final pane stands)."""
         if self.spec.retracting:
-            fired = self.cols["lp_idx"][src] >= 0
+            fired = (self.cols["lp_idx"][src] >= 0) & ~self.cols["closed"][src]
             if fired.any():
                 pane_parts.append((self.cols["rid"][src[fired]] * 2 - _MERGED_FIRST,
                                    self._retractions(src[fired])))
@@ -627,6 +632,12 @@ class WindowedOperator:
         np.maximum.at(self.cols["hold_max"], dst, self.cols["hold_max"][src])
         for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.cols["ws"][p[0]])):
             agg.merge_rows(self.aggs, self.cols, s, d)
+
+    def _close(self, rows: np.ndarray) -> None:
+        """Mark ``rows`` finished: tombstones without contents until they expire."""
+        if len(rows):
+            self.cols["closed"][rows] = True
+            agg.reset_rows(self.aggs, self.cols, rows, finished=True)
 
     # ------------------------------------------------------------------ firing
     def _fire(self, touched, n_new, min_ts_new, pane_parts) -> None:
@@ -654,9 +665,7 @@ class WindowedOperator:
         if len(rows):
             self._emit(rows, eow_due[rows], finished[rows], pane_parts)
         if finished.any():
-            done = np.flatnonzero(finished)
-            cols["closed"][done] = True
-            agg.reset_rows(self.aggs, cols, done, finished=True)
+            self._close(np.flatnonzero(finished))
 
     def _emit(self, rows, eow_due, finished, pane_parts) -> None:
         spec, cols = self.spec, self.cols

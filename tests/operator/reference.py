@@ -28,6 +28,9 @@ Where the written contract leaves room, the model decides as follows (and says s
 * AfterProcessingTime keeps its deadline until reset; AfterCount its count until reset.
 * ``advance_watermark_to_infinity`` reports the watermark as the global window end.
 * A session element dropped as "closed" reports its own proto-window bounds.
+* A session group holding a finished window is finished (Beam): the closed window grows to the
+  group's bounds, absorbing open windows of the group (their contents are dropped; under
+  retracting, their last panes are retracted — a finished window's final pane stands).
 
 Supported: tumbling / sliding / session (fixed gap or gap column) / global windows, keyed or not,
 Default, AfterWatermark(early, late), AfterCount, AfterProcessingTime, Repeatedly, AfterAny,
@@ -839,8 +842,13 @@ class ReferenceStream:
             if not news:
                 continue
             if any(ws.finished for ws in olds):
+                # Beam: a window merged with a finished one is finished; the closed window grows
+                # to cover the group (open windows in it are absorbed, their contents dropped)
                 for s, e, _, el in news:
                     self._drop(el.row, "closed", s, e)
+                start, end = min(it[0] for it in group), max(it[1] for it in group)
+                if (start, end) != (olds[0].start, olds[0].end) or len(olds) > 1:
+                    self._closed_window(key, olds, start, end)
                 continue
             start, end = min(it[0] for it in group), max(it[1] for it in group)
             if len(olds) == 1 and (olds[0].start, olds[0].end) == (start, end):
@@ -850,6 +858,16 @@ class ReferenceStream:
             for _, _, _, el in news:
                 self._add_to_window(target, el)
             touched.append((key, target))
+
+    def _closed_window(self, key, olds: list[WindowState], start: int, end: int) -> None:
+        """A finished window [start, end) replacing `olds` (retracting the last panes of the open
+        ones when retracting; a finished window's final pane stands)."""
+        existing = self.windows[key]
+        for ws in olds:
+            del existing[(ws.start, ws.end)]
+            if self.mode == "accumulating_and_retracting" and ws.last_pane is not None and not ws.finished:
+                self.panes.append(self._retraction(ws.last_pane))
+        existing[(start, end)] = WindowState(start, end, self.trigger.new_state(), finished=True)
 
     def _merged_window(self, key, olds: list[WindowState], start: int, end: int) -> WindowState:
         """A new window replacing `olds` (retracting their last panes when retracting)."""
