@@ -268,6 +268,54 @@ def test_teststream_matches_reference_model(spec, ops):
     assert_same_as_reference(spec, ops)
 
 
+# Widened where independent engines disagreed with us (issue 13): Flink's continuous marks
+# (W > mark, capped at the window end, carried into merged sessions) and Beam's closed sessions
+# (a finished window absorbs what merges into it).
+_CET = st.sampled_from([3, 5, 10, 20]).map(lambda d: f"ContinuousEventTime({d} {MS})")
+continuous_triggers = st.one_of(
+    _CET,
+    _CET.map(lambda c: f"Repeatedly({c})"),
+    st.tuples(st.integers(1, 3), _CET).map(lambda t: f"Repeatedly(AfterAny(AfterCount({t[0]}), {t[1]}))"),
+    _CET.map(lambda c: f"AfterWatermark(early={c})"),
+    st.tuples(_CET, st.sampled_from(["AfterCount(1)", "Never()"])).map(
+        lambda t: f"AfterWatermark(early={t[0]}, late={t[1]})"),
+    st.tuples(_CET, st.integers(2, 4)).map(lambda t: f"OrFinally({t[0]}, AfterCount({t[1]}))"),
+)
+closing_triggers = st.one_of(
+    st.integers(1, 3).map(lambda n: f"AfterCount({n})"),
+    st.just("AfterWatermark()"),
+    st.integers(2, 4).map(lambda n: f"AfterAny(AfterCount({n}), AfterWatermark())"),
+    st.integers(1, 3).map(lambda n: f"AfterWatermark(early=AfterCount({n}))"),
+    st.just("AfterEach(AfterCount(1), AfterWatermark())"),
+    st.integers(2, 4).map(lambda n: f"OrFinally(Repeatedly(AfterCount(1)), AfterCount({n}))"),
+)
+
+
+@st.composite
+def continuous_specs(draw):
+    return {**draw(specs()), "trigger": draw(continuous_triggers)}
+
+
+@st.composite
+def closed_session_specs(draw):
+    window = draw(st.sampled_from([f"session(2 {MS})", f"session(5 {MS})", f"session(10 {MS})",
+                                   "session(gapColumn=gap)"]))
+    return {**draw(specs()), "window": window, "trigger": draw(closing_triggers),
+            "allowed_lateness": f"{draw(st.sampled_from([5, 20, 50, 1000]))} {MS}"}
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(spec=continuous_specs(), ops=operations().map(typeable))
+def test_continuous_event_time_matches_reference_model(spec, ops):
+    assert_same_as_reference(spec, ops)
+
+
+@settings(max_examples=120, **SETTINGS)
+@given(spec=closed_session_specs(), ops=operations().map(typeable))
+def test_closed_sessions_match_reference_model(spec, ops):
+    assert_same_as_reference(spec, ops)
+
+
 @settings(max_examples=60, **SETTINGS)
 @given(spec=specs(), ops=operations(max_ops=8), unit=st.sampled_from(["s", "us"]))
 def test_other_timestamp_units_and_typed_input_match_reference_model(spec, ops, unit):
@@ -328,6 +376,33 @@ FIXED_CASES = [
     case("end_of_window_timer_does_not_depend_on_the_active_subtrigger",
          [("add", [row(0, 1)]), ("wm", 100)], allowed_lateness="0 milliseconds",
          trigger="AfterEach(AfterCount(1), AfterWatermark())"),
+    # Issue 13, checked against Flink's WindowOperator and Beam's trigger drivers (see
+    # test_engine_rules.py for the exact panes): a mark fires at W > mark; marks are capped at the
+    # window end; a capped mark carries into the merged session; a closed session grows.
+    case("cet_mark_fires_only_past_the_watermark",
+         [("add", [row(0, 1)]), ("wm", 1), ("add", [row(1, 5)]), ("wm", 5), ("add", [row(2, 5)]), ("wm", 10)],
+         allowed_lateness="0 milliseconds", accumulation_mode="accumulating",
+         trigger="ContinuousEventTime(5 milliseconds)"),
+    case("cet_marks_capped_at_window_end",
+         [("add", [row(0, 1)]), ("wm", 1), ("add", [row(1, 12)]), ("wm", 12), ("add", [row(2, 16)]), ("wm", 16),
+          ("wm", 40)],
+         allowed_lateness="10 milliseconds", accumulation_mode="accumulating",
+         trigger="ContinuousEventTime(5 milliseconds)"),
+    case("cet_capped_mark_carries_into_merged_session",
+         [("add", [row(0, 53, "a")]), ("wm", 53), ("add", [row(1, 55, "b")]), ("wm", 55),
+          ("add", [row(2, 55, "a")]), ("add", [row(3, 56, "b")]), ("wm", 56), ("inf",)],
+         window="session(3 milliseconds)", accumulation_mode="accumulating",
+         trigger="ContinuousEventTime(3 milliseconds)"),
+    case("closed_session_grows_with_what_merges_into_it",
+         [("add", [row(0, 7)]), ("wm", 15), ("add", [row(1, 11), row(2, 13)]), ("add", [row(3, 13)]), ("wm", 217)],
+         window="session(5 milliseconds)", allowed_lateness="20 milliseconds",
+         trigger="AfterAny(AfterCount(3), AfterWatermark())"),
+    case("closed_session_absorbs_open_session_it_bridges_to",
+         [("add", [row(0, 1), row(1, 2)]), ("add", [row(2, 10)]), ("add", [row(3, 6)]), ("add", [row(4, 14)]),
+          ("wm", 100)],
+         window="session(5 milliseconds)", trigger="OrFinally(Repeatedly(AfterCount(1)), AfterCount(2))",
+         allowed_lateness="50 milliseconds",
+         accumulation_mode="accumulating_and_retracting"),
     # Rare paths the random search seldom reaches.
     case("session_group_with_closed_window_drops_closed",
          [("add", [row(0, 1), row(1, 3)]), ("add", [row(2, 5), row(3, 30)]), ("wm", 12),
