@@ -39,6 +39,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction
 
+from datasource import storage
 from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 
 __all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "STAGING", "FORMAT_VERSION", "DataFile",
@@ -97,10 +98,11 @@ def table_uri(root: str, table: str) -> str:
 
 
 def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
-    """The ``pyarrow.fs`` filesystem of ``root`` and the path of ``root`` inside it."""
+    """The ``pyarrow.fs`` filesystem of ``root`` and the path of ``root`` inside it (object-store
+    clients shared with the state location, ``datasource.storage``)."""
     if urlparse(root).scheme == "":
         return pafs.LocalFileSystem(), root
-    return pafs.FileSystem.from_uri(root)
+    return storage.filesystem(root)
 
 
 def delete_files(root: str, relative_paths: Sequence[str]) -> None:
@@ -220,11 +222,12 @@ def write_data_file(root: str, table: str, rows: pa.Table, *, sort_by: Sequence[
         rows = rows.sort_by([(c, "ascending") for c in sort_by])
     rel = f"part-{name_hint}-{uuid.uuid4().hex}.zstd.parquet"
     fs, base = filesystem(root)
-    fs.create_dir(f"{base}/{table}", recursive=True)
+    if storage.is_local(fs):   # object stores have no directories
+        fs.create_dir(f"{base}/{table}", recursive=True)
     path = f"{base}/{table}/{rel}"
     with fs.open_output_stream(path) as sink:
         pq.write_table(rows, sink, compression="zstd", row_group_size=128 * 1024)
-    size = fs.get_file_info(path).size
+        size = sink.tell()
     return DataFile(table=table, path=rel, size=size, num_rows=rows.num_rows, stats=file_stats(rows))
 
 

@@ -55,6 +55,9 @@ from spark_windowing.store import StateStore, collect_garbage, manifest_digest, 
 #: batch's start is reused; anything else is loaded from the state location.
 _STORES: dict[tuple[str, int], StateStore] = {}
 _MAX_CACHED_STORES = 4
+#: Garbage (older snapshots, reports) is collected every this many batches: one listing per shard
+#: per ``GC_EVERY`` batches instead of every batch.
+GC_EVERY = 10
 
 
 def input_schema(cfg: SourceConfig) -> pa.Schema:
@@ -102,6 +105,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now = False
         self._target: Any = None  # availableNow: upstream position not to go beyond
         self._target2: Any = None  # the same for the second stream of a join
+        self._checked = False      # the state location's spec.json agrees with the options
 
     # ------------------------------------------------------------------ offsets (driver)
     def initialOffset(self) -> dict:
@@ -136,6 +140,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         cfg = self.cfg
+        self._check_state_location()   # a restart from a checkpoint does not call initialOffset
         now = time.time_ns() // 1000
         reports = self._reports(start["seq"]) if start["seq"] > 0 else []
         max_event = _max([start.get("max_event")] + [r.get("max_event_us") for r in reports])
@@ -203,8 +208,11 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [ShardPartition(i, start, end, planned) for i in range(self.cfg.shards)]
 
     def commit(self, end: dict) -> None:
-        """Spark has finished everything up to ``end``: drop older snapshots and reports."""
+        """Spark has finished everything up to ``end``: every ``GC_EVERY`` batches, drop older
+        snapshots and reports (listing the state location, the only place it is listed)."""
         keep_from = int(end["seq"])
+        if keep_from % GC_EVERY:
+            return
         for shard in range(self.cfg.shards):
             collect_garbage(storage, store_root(self.cfg, shard), keep_from)
         for info in storage.list_dir(f"{self.cfg.state_location}/reports"):
@@ -212,18 +220,21 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
 
     def _check_state_location(self) -> None:
-        marker = f"{self.cfg.state_location}/spec.json"
-        spec = json.dumps({"fingerprint": self.cfg.spec.fingerprint(), "shards": self.cfg.shards,
-                           "spec": self.cfg.spec.describe()}, sort_keys=True).encode()
+        """The state location records the shard count and windowing spec it was written with;
+        a query (a first start or a restart from its checkpoint) with other ones is refused,
+        naming the option: its state would be read under the wrong key routing or spec."""
+        if self._checked:
+            return
+        cfg = self.cfg
+        marker = f"{cfg.state_location}/spec.json"
         existing = storage.read_bytes(marker, missing_ok=True)
         if existing is None:
-            storage.write_atomic(marker, spec)
-            return
-        old = json.loads(existing)
-        if old.get("fingerprint") != self.cfg.spec.fingerprint() or old.get("shards") != self.cfg.shards:
-            raise SnapshotError(
-                f"stateLocation {self.cfg.state_location} holds state of a different query (spec "
-                f"{old.get('spec')}, shards {old.get('shards')}); use a new stateLocation and checkpoint")
+            spec = json.dumps({"fingerprint": cfg.spec.fingerprint(), "shards": cfg.shards,
+                               "stateBuckets": cfg.state_buckets, "spec": cfg.spec.describe()}, sort_keys=True)
+            storage.write_atomic(marker, spec.encode())
+        else:
+            check_state_spec(cfg, json.loads(existing))
+        self._checked = True
 
     # ------------------------------------------------------------------ read (executors)
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -301,6 +312,23 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             bt = pa.array(np.full(table.num_rows, int(partition.end["bt"]), dtype=np.int64)).cast(TIMESTAMP)
             table = table.append_column(PROC_TIME_COLUMN, bt)
         return table, key_hash
+
+
+def check_state_spec(cfg: SourceConfig, recorded: dict) -> None:
+    """Raise ``OptionError`` naming the option when ``cfg`` differs from what the state location
+    was written with (``recorded``, its ``spec.json``)."""
+    where = f"stateLocation {cfg.state_location} was written with"
+    fix = "keep it unchanged for this state location, or start with a new stateLocation and checkpoint"
+    if recorded.get("shards") != cfg.shards:
+        raise OptionError("shards", str(cfg.shards), f"{recorded.get('shards')} ({fix})",
+                          why=f"{where} shards={recorded.get('shards')}: keys would be routed to other shards")
+    if recorded.get("fingerprint") != cfg.spec.fingerprint():
+        raise OptionError("window", cfg.spec.describe(), f"{recorded.get('spec')} ({fix})",
+                          why=f"{where} another windowing spec (options window, aggregate, trigger, "
+                              "keyColumns, timestampColumn, accumulation, allowedLateness, ...)")
+    if recorded.get("stateBuckets", cfg.state_buckets) != cfg.state_buckets:
+        raise OptionError("stateBuckets", str(cfg.state_buckets), f"{recorded.get('stateBuckets')} ({fix})",
+                          why=f"{where} stateBuckets={recorded.get('stateBuckets')}")
 
 
 def needed_columns(cfg: SourceConfig) -> list[str] | None:

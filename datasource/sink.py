@@ -27,6 +27,11 @@ Options (case-insensitive):
   keep the id across a checkpoint change, knowing that batch ids restart at 0 then.
 * ``maxRowsPerFile`` (default 500000): rows per Parquet data file (and the rows a task buffers
   per table before it sorts and writes them).
+* ``writerLease`` (default ``5 minutes``): one query writes a pane table set. Every commit
+  records its ``appId``; a commit finds the latest one recorded in ``P/triggers`` and, when
+  another query made it less than ``writerLease`` ago, fails naming that query (a second
+  query started on the same path while the first one runs). After a query stops, a query with
+  another checkpoint may take over the path once the lease has passed (``0 seconds``: at once).
 
 Layout: no partitioning (panes are small and queried by window time and by key, and partition
 columns would multiply small files per micro-batch); each data file of ``triggers`` and
@@ -50,7 +55,9 @@ Exactly once per micro-batch (``batchId``):
 3. Files of skipped tables (a replay) are deleted afterwards, and so are the staging files of
    this batch and of earlier attempts that died before their commit.
 
-One streaming query writes one path (as with any Delta streaming sink).
+One streaming query writes one path; a second one is refused (``writerLease``). On S3 the
+commits are Delta log entries written with a conditional PUT (``If-None-Match: *``, delta-rs's
+default), so two commits can never both take one table version.
 
 A crash anywhere leaves each table either with or without the batch, never half of it (a Delta
 commit is atomic). Spark replays an unfinished batch with the same offsets and ``batchId``; the
@@ -64,6 +71,7 @@ recorded in existing tables, fails the query with a message saying why.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -76,12 +84,15 @@ from pyspark.sql.types import StructType
 from datasource import _delta
 from datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
 from datasource._types import spark_to_arrow_schema
+from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema
 
 __all__ = ["PaneStreamWriter", "PaneFilesMessage", "SinkOptions", "DEFAULT_MAX_ROWS_PER_FILE"]
 
 DEFAULT_MAX_ROWS_PER_FILE = 500_000
+DEFAULT_WRITER_LEASE_US = 300_000_000
+APP_ID_KEY = "spark_windowing.appId"   # commitInfo field: the query that made a commit
 APP_ID_PREFIX = "spark-windowing-sink-"
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"   # task-local properties Spark sets for a stream batch
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"
@@ -94,6 +105,7 @@ class SinkOptions:
     root: str
     app_id: str | None = None
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
+    writer_lease_us: int = DEFAULT_WRITER_LEASE_US
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -112,8 +124,9 @@ class SinkOptions:
             max_rows = 0
         if max_rows <= 0:
             raise OptionError("maxRowsPerFile", raw_rows, "a positive integer", why="not a positive integer")
+        lease = parse_duration(opts.get("writerlease", "5 minutes"), option="writerLease")
         return cls(root=_delta.normalize_root(path), app_id=app_id.strip() if app_id else None,
-                   max_rows_per_file=max_rows)
+                   max_rows_per_file=max_rows, writer_lease_us=lease)
 
 
 @dataclass
@@ -309,6 +322,7 @@ class _BatchCommit:
 
     def run(self) -> None:
         root = self.options.root
+        self._check_writer()
         files = [f for m in self.messages for f in m.files]
         staged = [p for m in self.messages for p in m.deletes]
         replayed: dict[str, list[str]] = {}
@@ -330,7 +344,25 @@ class _BatchCommit:
 
     def _commit_properties(self) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
-                                custom_metadata={"spark_windowing.batchId": self.batch_id})
+                                custom_metadata={"spark_windowing.batchId": self.batch_id, APP_ID_KEY: self.app_id})
+
+    def _check_writer(self) -> None:
+        """Refuse to commit while another query holds the pane tables (see ``writerLease``)."""
+        uri = _delta.table_uri(self.options.root, TRIGGERS)
+        for commit in DeltaTable(uri).history(20):      # newest first
+            owner = commit.get(APP_ID_KEY)
+            if owner is None:
+                continue                                # table creation, maintenance (OPTIMIZE, VACUUM)
+            age_us = (time.time() * 1000 - int(commit.get("timestamp", 0))) * 1000
+            if owner != self.app_id and age_us < self.options.writer_lease_us:
+                raise RuntimeError(
+                    f"windowed sink: the pane tables at {self.options.root} are written by another query "
+                    f"(appId {owner!r}, last commit {age_us / 1e6:.0f} s ago); this query ({self.app_id!r}) "
+                    "may not write them too. One query writes one pane table set: stop the other query, "
+                    "or write to another path. A query that has stopped gives the path up after "
+                    f"writerLease ({self.options.writer_lease_us / 1e6:.0f} s; .option('writerLease', '0 seconds') "
+                    "to take it over at once).")
+            return
 
     def _append(self, table: str, files: Sequence[DataFile]) -> bool:
         """Commit ``files`` to ``table``; False when the table already holds the batch."""

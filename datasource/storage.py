@@ -1,14 +1,29 @@
-"""State-location I/O through ``pyarrow.fs``: local paths now, ``s3://``, ``gs://``, ``abfss://``,
-``hdfs://`` by the same code. Writes are atomic (temp file + rename) where the filesystem allows;
-on object stores a single PUT is atomic by itself.
+"""State-location I/O through ``pyarrow.fs``: local paths, ``s3://``, ``gs://``, ``abfss://``,
+``hdfs://`` by the same code.
+
+What the state protocol asks of storage is only what an object store gives: a whole object
+becomes visible at once (one PUT), a read returns a complete object or "not found", and a name
+written once is read back as written. No rename, no directory and no listing is needed to read
+state (listing is used only to delete garbage, ``store.collect_garbage``). On a local filesystem
+a write goes to a temporary file that is renamed into place, for the same all-or-nothing effect.
+
+Object-store endpoint and credentials come from the environment, as for every AWS client:
+``AWS_ENDPOINT_URL`` (e.g. ``http://127.0.0.1:9000`` for an S3-compatible server),
+``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``; on a cluster give them to the
+executors too (``spark.executorEnv.AWS_...``). ``deltalake`` reads the same variables.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
+from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
+
+#: One filesystem client per (scheme, bucket, endpoint) and process: creating an S3 client costs
+#: more than a small GET.
+_FILESYSTEMS: dict[tuple[str, str, str | None], pafs.FileSystem] = {}
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -17,7 +32,33 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
     if uri.startswith("file://"):
         return pafs.LocalFileSystem(), uri[len("file://"):]
-    return pafs.FileSystem.from_uri(uri)
+    parsed = urlparse(uri)
+    if parsed.scheme not in ("s3", "gs") or parsed.query:
+        return pafs.FileSystem.from_uri(uri)
+    key = (parsed.scheme, parsed.netloc, os.environ.get("AWS_ENDPOINT_URL"))
+    fs = _FILESYSTEMS.get(key)
+    if fs is None:
+        fs = _FILESYSTEMS[key] = _object_store(parsed.scheme, uri)
+    return fs, f"{parsed.netloc}{parsed.path}".rstrip("/")
+
+
+def _object_store(scheme: str, uri: str) -> pafs.FileSystem:
+    """An S3 client that writes a small object with one PUT (``allow_delayed_open``; the default
+    is a three-request multipart upload) and takes region, endpoint and credentials from the
+    environment; other schemes as ``pyarrow`` resolves them."""
+    if scheme == "s3":
+        kw: dict = {}
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        if endpoint:
+            parts = urlparse(endpoint)
+            kw = {"endpoint_override": parts.netloc or parts.path, "scheme": parts.scheme or "https"}
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        return pafs.S3FileSystem(allow_delayed_open=True, region=region, **kw)
+    return pafs.FileSystem.from_uri(uri)[0]
+
+
+def is_local(fs: pafs.FileSystem) -> bool:
+    return isinstance(fs, pafs.LocalFileSystem)
 
 
 def selector(root: str) -> pafs.FileSelector:
@@ -48,9 +89,9 @@ def read_bytes(uri: str, *, missing_ok: bool = False) -> bytes | None:
 
 
 def read_range(uri: str, offset: int, length: int) -> bytes:
-    """``length`` bytes at ``offset`` (random access; one ranged GET on object stores)."""
+    """``length`` bytes at ``offset`` (random access; on object stores a HEAD and one ranged GET)."""
     fs, path = filesystem(uri)
-    with fs.open_input_file(path) as f:
+    with fs.open_input_file(path) as f:   # an object store: a HEAD (the size), then one ranged GET
         return f.read_at(length, offset)
 
 
@@ -66,8 +107,8 @@ def write_atomic(uri: str, data: bytes, *, durable: bool = True) -> None:
     files that are rewritten on replay anyway (reports) can skip it."""
     fs, path = filesystem(uri)
     parent = path.rsplit("/", 1)[0]
-    fs.create_dir(parent, recursive=True)
-    if isinstance(fs, pafs.LocalFileSystem):
+    if is_local(fs):
+        fs.create_dir(parent, recursive=True)
         tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
         with fs.open_output_stream(tmp) as f:
             f.write(data)
@@ -75,7 +116,7 @@ def write_atomic(uri: str, data: bytes, *, durable: bool = True) -> None:
             with open(tmp, "rb+") as fh:  # make the bytes durable before the rename publishes them
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
-    else:
+    else:  # an object store: one PUT is all-or-nothing, and there are no directories to create
         with fs.open_output_stream(path) as f:
             f.write(data)
 

@@ -2,9 +2,16 @@
 
 Windows are grouped into ``buckets`` by a stable hash of their key. A snapshot at offset ``seq``
 is a *manifest* (``<root>/<seq>.manifest``) naming, for every non-empty bucket, the byte range of
-its rows in a segment file (``<root>/seg-<seq>.bin``), plus the operator's scalar state. Writing a
-snapshot writes only the buckets the step changed — one segment file with those buckets, and the
-manifest — so its cost follows the changed state, not the total state (incremental snapshots).
+its rows in a segment file (``<root>/seg-<seq>-<attempt>.bin``, a new name per attempt), plus the
+operator's scalar state. Writing a snapshot writes only the buckets the step changed — one segment
+file with those buckets, and the manifest, last — so its cost follows the changed state, not the
+total state (incremental snapshots); a step that changed nothing writes the manifest only.
+
+Publication needs neither rename nor listing: a segment is never overwritten (its name is new),
+and a manifest, one whole object, refers only to segments written before it. A reader that finds
+the manifest of batch ``seq`` therefore finds a complete snapshot; one that does not gets an
+error. Two attempts of one batch (a retried task, a straggler) each publish a complete manifest
+of the same state, whichever lands last.
 Segments accumulate; once the manifest refers to more than ``max_files`` segment files, the
 buckets of the oldest one are rewritten with the next snapshot (compaction), and files no
 manifest refers to any more are deleted by ``collect_garbage``.
@@ -33,6 +40,7 @@ import hashlib
 import io as _io
 import json
 import pickle
+import uuid
 import zlib
 from typing import Any, Iterator
 
@@ -65,8 +73,10 @@ def manifest_digest(blob: bytes) -> str:
     return blob[len(MANIFEST_MAGIC):len(MANIFEST_MAGIC) + 64].decode(errors="replace")
 
 
-def segment_uri(root: str, seq: int) -> str:
-    return f"{root}/seg-{seq:012d}.bin"
+def segment_name(seq: int, attempt: str, part: int = 0) -> str:
+    """The segment file a snapshot of batch ``seq`` writes: unique per attempt (a retried or
+    duplicate task never overwrites a segment another attempt's manifest refers to)."""
+    return f"seg-{seq:012d}-{attempt}" + (f"-{part}" if part else "") + ".bin"
 
 
 class StateStore:
@@ -89,7 +99,7 @@ class StateStore:
         self.bytes_written = 0
         self._schema: pa.Schema | None = None
         self._extra_loc: list | None = None
-        self._pending_bytes, self._part, self._part_seq = 0, 0, None
+        self._pending_bytes, self._part, self._part_seq, self._attempt = 0, 0, None, ""
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -132,6 +142,7 @@ class StateStore:
             if not op.bound or not op.input_schema.equals(schema):
                 op = self.op = WindowedOperator(self.spec, schema)
                 op.wm, op.proc, op.seq, op.next_rid = int(m["wm"]), int(m["proc"]), int(m["seq"]), int(m["next_rid"])
+        self._extra_loc = list(m["extra"]) if m.get("extra") else None
         if m.get("extra"):
             name, off, length, sha = m["extra"]
             restore_extra(op, pickle.loads(self._read(f"{self.root}/{name}", off, length, sha, "operator extras")))
@@ -273,22 +284,34 @@ class StateStore:
         return ev, pt
 
     # ------------------------------------------------------------------ loading and spilling
-    def _read(self, uri: str, off: int, length: int, sha: str, what: str) -> bytes:
+    def _read(self, uri: str, off: int, length: int, sha: str | None, what: str) -> bytes:
         try:
             raw = self.io.read_range(uri, off, length)
         except FileNotFoundError:
             raise SnapshotError(f"missing state segment {uri} ({what}): the state location must not "
                                 "be cleaned or changed while the query's checkpoint refers to it") from None
-        if len(raw) != length or _checksum(raw) != sha:
+        if len(raw) != length or (sha is not None and _checksum(raw) != sha):
             raise SnapshotError(f"{uri}: corrupt state segment ({what}: checksum mismatch or truncated)")
         return raw
 
     def _load(self, buckets: np.ndarray) -> None:
+        """Read ``buckets`` back: one ranged read per segment file (spanning its wanted buckets),
+        each bucket's bytes checked against its checksum."""
         parts = []
+        by_file: dict[str, list[int]] = {}
         for b in buckets.tolist():
-            name, off, length, sha = self.loc[b]
-            raw = self._read(f"{self.root}/{name}", off, length, sha, f"key bucket {b}")
-            parts.append(pa.ipc.read_record_batch(pa.py_buffer(raw), self._row_schema()))
+            by_file.setdefault(self.loc[b][0], []).append(b)
+        for name, members in by_file.items():
+            lo = min(self.loc[b][1] for b in members)
+            hi = max(self.loc[b][1] + self.loc[b][2] for b in members)
+            span = self._read(f"{self.root}/{name}", lo, hi - lo, None, "key buckets")
+            for b in members:
+                _, off, length, sha = self.loc[b]
+                raw = span[off - lo:off - lo + length]
+                if len(raw) != length or (sha is not None and _checksum(raw) != sha):
+                    raise SnapshotError(f"{self.root}/{name}: corrupt state segment (key bucket {b}: "
+                                        "checksum mismatch or truncated)")
+                parts.append(pa.ipc.read_record_batch(pa.py_buffer(raw), self._row_schema()))
         if parts:
             self.op.import_rows(pa.Table.from_batches(parts))
         self.resident[buckets] = True
@@ -337,18 +360,18 @@ class StateStore:
         """Write the dirty buckets (and, with ``extras``, the operator extras) to a new segment
         file of batch ``seq``; they are clean afterwards."""
         if self._part_seq != seq:
-            self._part_seq, self._part = seq, 0
+            self._part_seq, self._part, self._attempt = seq, 0, uuid.uuid4().hex[:12]
         op = self.op
         dirty = np.flatnonzero(self.dirty)
         buf = _io.BytesIO()
-        name = segment_uri("", seq).lstrip("/")
-        name = name if self._part == 0 else name.replace(".bin", f"-{self._part}.bin")
+        name = segment_name(seq, self._attempt, self._part)
         if extras:
-            self._extra_loc = None
-            if op.bound:
-                raw = pickle.dumps(extra_state(op), protocol=5)
+            raw = pickle.dumps(extra_state(op), protocol=5) if op.bound else None
+            if raw is None:
+                self._extra_loc = None
+            elif not (self._extra_loc and self._extra_loc[2:] == [len(raw), _checksum(raw)]):
                 self._extra_loc = [name, 0, len(raw), _checksum(raw)]
-                buf.write(raw)
+                buf.write(raw)   # unchanged extras stay where the previous snapshot put them
         if len(dirty) and op.bound:
             bkt = op.cols["bkt"] if op.num_windows else np.zeros(0, np.int64)
             rows = np.flatnonzero(self.dirty[bkt]) if len(bkt) else np.zeros(0, np.int64)
@@ -406,9 +429,11 @@ class StateStore:
 
 
 def collect_garbage(io: Any, root: str, keep_from: int) -> None:
-    """Delete manifests older than ``keep_from`` and segment files written up to ``keep_from`` that
-    the manifest at ``keep_from`` does not refer to (newer manifests refer only to those or to
-    newer files)."""
+    """Delete manifests older than ``keep_from`` and segment files written before ``keep_from``
+    that the manifest at ``keep_from`` does not refer to (newer manifests refer only to those or
+    to newer files). Segments of batch ``keep_from`` itself are left alone: an attempt of that
+    batch still running somewhere (a task Spark gave up on) may yet publish a manifest that
+    refers to them. Listing is used only here, to find garbage; no reader depends on it."""
     blob = io.read_bytes(manifest_uri(root, keep_from), missing_ok=True)
     if blob is None:
         return
@@ -420,5 +445,5 @@ def collect_garbage(io: Any, root: str, keep_from: int) -> None:
         if name.endswith(".manifest") and name[:-9].isdigit() and int(name[:-9]) < keep_from:
             io.delete(f"{root}/{name}")
         elif name.startswith("seg-") and name.endswith(".bin") and name[4:-4].split("-")[0].isdigit() \
-                and int(name[4:-4].split("-")[0]) <= keep_from and name not in live:
+                and int(name[4:-4].split("-")[0]) < keep_from and name not in live:
             io.delete(f"{root}/{name}")

@@ -30,3 +30,22 @@ def spark():
     datasource.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory):
+    """A real S3-API server (moto) behind a counting, fault-injecting proxy, both on 127.0.0.1
+    (``tests/objectstore.py``); its endpoint and credentials are put into ``os.environ`` for the
+    session, where pyarrow and deltalake read them."""
+    from tests.objectstore import ObjectStore
+
+    store = ObjectStore(str(tmp_path_factory.mktemp("s3")))
+    saved = {k: os.environ.get(k) for k in store.env}
+    os.environ.update(store.env)
+    yield store
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    store.stop()
