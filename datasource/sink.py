@@ -348,8 +348,10 @@ class _BatchCommit:
 
     def _check_writer(self) -> None:
         """Refuse to commit while another query holds the pane tables (see ``writerLease``)."""
-        uri = _delta.table_uri(self.options.root, TRIGGERS)
-        for commit in DeltaTable(uri).history(20):      # newest first
+        table = DeltaTable(_delta.table_uri(self.options.root, TRIGGERS))
+        latest = table.history(1)                       # one commit read; more only past maintenance commits
+        commits = latest if latest and latest[0].get(APP_ID_KEY) else table.history(20)
+        for commit in commits:                          # newest first
             owner = commit.get(APP_ID_KEY)
             if owner is None:
                 continue                                # table creation, maintenance (OPTIMIZE, VACUUM)
