@@ -9,7 +9,8 @@ forwards every request to it and
   measure what a micro-batch costs on the store;
 * records whether a PUT was conditional (``If-None-Match: *``);
 * refuses every request with ``503 Slow Down`` during a window a test opens (``refuse_for``),
-  the way an overloaded or briefly unreachable store answers.
+  the way an overloaded or briefly unreachable store answers;
+* holds requests for a while when asked (``delay``), so a test can catch tasks mid-work.
 
 ``env`` is what a client (pyarrow, deltalake, Spark's executors) needs in its environment:
 ``AWS_ENDPOINT_URL`` (the proxy), credentials, region, ``AWS_ALLOW_HTTP``.
@@ -108,6 +109,7 @@ class _ProxyServer:
         self._log = open(log_path, "a", buffering=1)
         self._lock = threading.Lock()
         self._refuse_until = 0.0
+        self._delay = 0.0
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -119,13 +121,19 @@ class _ProxyServer:
             def _handle(self) -> None:
                 body = self._body()
                 split = urlsplit(self.path)
-                if split.path == "/__fault__/refuse":
-                    proxy._refuse_until = time.time() + float(parse_qs(split.query)["seconds"][0])
+                if split.path.startswith("/__fault__/"):
+                    seconds = float(parse_qs(split.query)["seconds"][0])
+                    if split.path == "/__fault__/refuse":
+                        proxy._refuse_until = time.time() + seconds
+                    else:
+                        proxy._delay = seconds
                     self.send_response(200)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 kind, key = _kind(self.command, split.path, split.query)
+                if proxy._delay:
+                    time.sleep(proxy._delay)
                 if time.time() < proxy._refuse_until:
                     with proxy._lock:
                         proxy._log.write(f"REFUSED\t{key}\t0\t503\n")
@@ -212,6 +220,11 @@ class FaultProxy:
     def refuse_for(self, seconds: float) -> None:
         """Answer every request with 503 Slow Down for the next ``seconds``."""
         urllib.request.urlopen(f"{self.url}/__fault__/refuse?seconds={seconds}", timeout=10).read()
+
+    def delay(self, seconds: float) -> None:
+        """Hold every request ``seconds`` before forwarding it (0: no more): a slow store, and a
+        way to catch tasks in the middle of their work."""
+        urllib.request.urlopen(f"{self.url}/__fault__/delay?seconds={seconds}", timeout=10).read()
 
     def _records(self) -> list[Request]:
         out = []

@@ -1,0 +1,230 @@
+"""The windowed query on a real Spark standalone cluster (``tests/sparkcluster.py``: a master and 2
+workers, 1 core and 1 GB each, executors in their own JVMs and Python processes) with everything
+that outlives a task on the S3-API server (``tests/objectstore.py``): the Delta upstream, the state,
+the late-data table and the pane tables. Only Spark's own checkpoint is on the driver's local disk.
+
+Each fault run is compared with an uninterrupted run over the same upstream: the pane and late
+tables hold the same rows (all columns but ``batch_time``, the wall-clock time a batch was planned).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from tests.objectstore import ObjectStore
+from tests.sparkcluster import SparkCluster
+
+pytestmark = pytest.mark.spark
+
+JOB = os.path.join(os.path.dirname(__file__), "_job.py")
+SHARDS = 4                      # > the cluster's 2 executor cores
+VERSIONS = 10
+SEC = 1_000_000
+T0 = 1_767_225_600_000_000      # 2026-01-01T00:00:00Z
+TABLES = ("triggers", "retractions", "current")
+
+
+@pytest.fixture(scope="module")
+def cluster(object_store, tmp_path_factory):
+    c = SparkCluster(str(tmp_path_factory.mktemp("cluster")), workers=2, cores=1, memory="1g")
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def upstream(object_store) -> str:
+    """A Delta table of click events on the object store, one version per future micro-batch, with
+    events behind the watermark (late rows) from version 3 on."""
+    uri = object_store.uri("cluster/events")
+    rnd = random.Random(17)
+    schema = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
+    for b in range(VERSIONS):
+        n = 40
+        ts = [T0 + b * 4 * SEC + rnd.randrange(-2 * SEC, 2 * SEC) for _ in range(n)]
+        if b >= 3:
+            ts[:3] = [T0 + (b - 3) * 4 * SEC - 12 * SEC] * 3
+        table = pa.table({"k": [f"k{rnd.randrange(16)}" for _ in range(n)],
+                          "ts": [datetime.fromtimestamp(t / SEC, tz=timezone.utc) for t in ts],
+                          "v": [rnd.randrange(100) for _ in range(n)]}, schema=schema)
+        write_deltalake(uri, table, mode="append")
+    return uri
+
+
+def _config(store: ObjectStore, cluster: SparkCluster, upstream: str, run: str, tmp_path, **source) -> str:
+    cfg = {"master": cluster.url, "env": store.env,
+           "panes": store.uri(f"cluster/{run}/panes"), "checkpoint": str(tmp_path / f"{run}-chk"),
+           "source": {"source": "delta", "path": upstream, "maxFilesPerTrigger": "1", "timestampColumn": "ts",
+                      "keyColumns": "k", "window": "tumbling(10 seconds)", "trigger": "AfterWatermark(early=AfterCount(5))",
+                      "accumulationMode": "accumulating_and_retracting", "aggregate": "sum(v) AS total, count(*) AS n",
+                      "watermark": "bounded(2 seconds)", "shards": str(SHARDS),
+                      "stateLocation": store.uri(f"cluster/{run}/state"),
+                      "lateDataPath": store.uri(f"cluster/{run}/late"), **source}}
+    path = tmp_path / f"{run}.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+def _start(config: str, log) -> subprocess.Popen:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    return subprocess.Popen([sys.executable, JOB, config], stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+
+
+def _run(config: str, tmp_path, name: str, timeout: float = 300) -> str:
+    """Run the job to the end; return its output (the test fails if the job does)."""
+    log_path = tmp_path / f"{name}.log"
+    with open(log_path, "ab") as log:
+        proc = _start(config, log)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+    out = log_path.read_text(errors="replace")
+    assert code == 0, f"job {name} failed ({code}):\n{out[-4000:]}"
+    return out
+
+
+def _wait_for_manifest(store: ObjectStore, run: str, seq: int, mark: int, timeout: float = 240) -> None:
+    """Until some shard of ``run`` has published its snapshot of batch ``seq``."""
+    name = f"cluster/{run}/state/shards/"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if any(r.kind == "PUT" and r.key.startswith(name) and r.key.endswith(f"{seq:012d}.manifest")
+               for r in store.proxy.since(mark)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no snapshot of batch {seq} within {timeout} s")
+
+
+def _content(store: ObjectStore, run: str) -> dict[str, list]:
+    """Every row of the pane tables and the late table, ``batch_time`` left out, sorted."""
+    out = {}
+    uris = {t: store.uri(f"cluster/{run}/panes/{t}") for t in TABLES}
+    uris["late"] = store.uri(f"cluster/{run}/late")
+    for name, uri in uris.items():
+        table = DeltaTable(uri).to_pyarrow_table()
+        table = table.select(sorted(c for c in table.column_names if c != "batch_time"))
+        out[name] = sorted(json.dumps(r, sort_keys=True, default=str) for r in table.to_pylist())
+    return out
+
+
+@pytest.fixture(scope="module")
+def clean(object_store, cluster, upstream, tmp_path_factory):
+    """The uninterrupted run, and the object-store requests of each of its micro-batches."""
+    tmp = tmp_path_factory.mktemp("clean")
+    mark = object_store.proxy.mark()
+    out = _run(_config(object_store, cluster, upstream, "clean", tmp), tmp, "clean")
+    requests = object_store.proxy.since(mark, "cluster/clean/state/")
+    content = _content(object_store, "clean")
+    assert len(content["triggers"]) > 30 and content["retractions"] and content["late"]
+    return {"content": content, "requests": requests, "output": out}
+
+
+def _puts_per_batch(requests) -> dict[int, Counter]:
+    """State-location PUTs by batch (the batch number in the object key) and object kind."""
+    out: dict[int, Counter] = defaultdict(Counter)
+    rx = re.compile(r"/(?:(\d{12})\.manifest|seg-(\d{12})-[^/]*|reports/(\d+)/[^/]*)$")
+    for r in requests:
+        m = rx.search(r.key)
+        if r.kind == "PUT" and m:
+            kind = ("manifest", "segment", "report")[next(i for i, g in enumerate(m.groups()) if g)]
+            out[int(next(g for g in m.groups() if g))][kind] += 1
+    return out
+
+
+def test_requests_per_micro_batch_follow_the_shards(clean):
+    """Per micro-batch and shard: one manifest and one report PUT, a segment PUT only when the
+    shard's state changed; reads are a few per shard (the start manifest, the reports on the
+    driver; segments only when a shard's task lands on an executor that does not hold its state);
+    listing only for garbage collection, every 10 batches."""
+    puts = _puts_per_batch(clean["requests"])
+    batches = sorted(puts)
+    totals = Counter(r.kind for r in clean["requests"])
+    print("\nstate PUTs per micro-batch:", {b: dict(puts[b]) for b in batches})
+    print(f"state requests over {len(batches)} micro-batches, {SHARDS} shards:", dict(totals))
+    assert len(batches) >= VERSIONS
+    for b in batches:
+        assert puts[b]["manifest"] == SHARDS and puts[b]["report"] == SHARDS, (b, puts[b])
+        assert puts[b]["segment"] <= SHARDS, (b, puts[b])
+    assert totals["LIST"] <= SHARDS + 2                              # one garbage collection round
+    assert totals["GET"] + totals["HEAD"] <= len(batches) * SHARDS * 8
+
+
+def test_python_worker_killed_mid_stream(object_store, cluster, upstream, clean, tmp_path):
+    mark = object_store.proxy.mark()
+    with open(tmp_path / "pykill.log", "ab") as log:
+        proc = _start(_config(object_store, cluster, upstream, "pykill", tmp_path), log)
+        _wait_for_manifest(object_store, "pykill", 3, mark)
+        object_store.proxy.delay(0.4)            # tasks now spend seconds waiting on the store
+        time.sleep(3)
+        victims = cluster.python_workers(0) + cluster.python_workers(1)
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        object_store.proxy.delay(0)
+        code = proc.wait(300)
+    assert victims, "no Python worker found under the executors"
+    out = (tmp_path / "pykill.log").read_text(errors="replace")
+    assert code == 0, out[-4000:]
+    assert re.search(r"Lost task|Python worker exited unexpectedly|crashed", out), "the kill did not fail a task"
+    assert _content(object_store, "pykill") == clean["content"]
+
+
+@pytest.mark.slow
+def test_whole_worker_killed_mid_stream(object_store, cluster, upstream, clean, tmp_path):
+    mark = object_store.proxy.mark()
+    with open(tmp_path / "wkill.log", "ab") as log:
+        proc = _start(_config(object_store, cluster, upstream, "wkill", tmp_path), log)
+        _wait_for_manifest(object_store, "wkill", 3, mark)
+        object_store.proxy.delay(0.4)
+        time.sleep(3)
+        cluster.kill_worker(1)
+        object_store.proxy.delay(0)
+        code = proc.wait(300)
+    cluster.start_worker(1)
+    cluster.wait_workers(2)
+    out = (tmp_path / "wkill.log").read_text(errors="replace")
+    assert code == 0, out[-4000:]
+    assert _content(object_store, "wkill") == clean["content"]
+
+
+@pytest.mark.slow
+def test_driver_killed_and_restarted_from_the_checkpoint(object_store, cluster, upstream, clean, tmp_path):
+    mark = object_store.proxy.mark()
+    config = _config(object_store, cluster, upstream, "dkill", tmp_path)
+    with open(tmp_path / "dkill.log", "ab") as log:
+        proc = _start(config, log)
+        _wait_for_manifest(object_store, "dkill", 4, mark)
+        os.killpg(proc.pid, signal.SIGKILL)           # the driver: its Python process and its JVM
+        proc.wait()
+    cluster.wait_workers(2)
+    _run(config, tmp_path, "dkill-restart")
+    assert _content(object_store, "dkill") == clean["content"]
+
+
+@pytest.mark.slow
+def test_object_store_refuses_requests_for_a_while(object_store, cluster, upstream, clean, tmp_path):
+    mark = object_store.proxy.mark()
+    with open(tmp_path / "outage.log", "ab") as log:
+        proc = _start(_config(object_store, cluster, upstream, "outage", tmp_path), log)
+        _wait_for_manifest(object_store, "outage", 3, mark)
+        object_store.proxy.refuse_for(5)
+        code = proc.wait(300)
+    out = (tmp_path / "outage.log").read_text(errors="replace")
+    assert code == 0, out[-4000:]
+    assert any(r.kind == "REFUSED" for r in object_store.proxy.since(mark))
+    assert _content(object_store, "outage") == clean["content"]
