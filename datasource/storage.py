@@ -53,7 +53,10 @@ def _object_store(scheme: str, uri: str) -> pafs.FileSystem:
             parts = urlparse(endpoint)
             kw = {"endpoint_override": parts.netloc or parts.path, "scheme": parts.scheme or "https"}
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        return pafs.S3FileSystem(allow_delayed_open=True, region=region, **kw)
+        # up to 10 attempts, exponential back-off (~25 s in all): a store that refuses requests
+        # for a few seconds (503 Slow Down, a restart) is waited out, not a failed task or driver
+        return pafs.S3FileSystem(allow_delayed_open=True, region=region,
+                                 retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=10), **kw)
     return pafs.FileSystem.from_uri(uri)[0]
 
 

@@ -43,7 +43,8 @@ def main(path: str) -> int:
     with open(path) as f:
         cfg = json.load(f)
     spark = session(cfg)
-    spark.sparkContext.setLogLevel("WARN") if hasattr(spark, "sparkContext") and not cfg["master"].startswith("sc://") else None
+    if not cfg["master"].startswith("sc://"):   # a Connect session has no SparkContext
+        spark.sparkContext.setLogLevel("WARN")
     import datasource
     datasource.register(spark)
     reader = spark.readStream.format("windowed")

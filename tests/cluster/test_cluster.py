@@ -165,40 +165,46 @@ def test_requests_per_micro_batch_follow_the_shards(clean):
     assert totals["GET"] + totals["HEAD"] <= len(batches) * SHARDS * 8
 
 
-def test_python_worker_killed_mid_stream(object_store, cluster, upstream, clean, tmp_path):
-    mark = object_store.proxy.mark()
-    with open(tmp_path / "pykill.log", "ab") as log:
-        proc = _start(_config(object_store, cluster, upstream, "pykill", tmp_path), log)
-        _wait_for_manifest(object_store, "pykill", 3, mark)
-        object_store.proxy.delay(0.4)            # tasks now spend seconds waiting on the store
+def _run_with_fault(store: ObjectStore, cluster: SparkCluster, upstream: str, tmp_path, run: str, fault) -> str:
+    """Start the job, call ``fault()`` once batch 3 is published and while tasks are busy (the
+    store holds each request 0.4 s for a moment), wait for the job; return its output. The job
+    must succeed: Spark retries what the fault broke."""
+    mark = store.proxy.mark()
+    with open(tmp_path / f"{run}.log", "ab") as log:
+        proc = _start(_config(store, cluster, upstream, run, tmp_path), log)
+        _wait_for_manifest(store, run, 3, mark)
+        store.proxy.delay(0.4)                 # tasks now spend seconds waiting on the store
         time.sleep(3)
-        victims = cluster.python_workers(0) + cluster.python_workers(1)
+        fault()
+        store.proxy.delay(0)
+        code = proc.wait(300)
+    out = (tmp_path / f"{run}.log").read_text(errors="replace")
+    assert code == 0, out[-4000:]
+    return out
+
+
+def test_python_worker_killed_mid_stream(object_store, cluster, upstream, clean, tmp_path):
+    victims: list[int] = []
+
+    def kill_python_workers() -> None:
+        victims.extend(cluster.python_workers(0) + cluster.python_workers(1))
         for pid in victims:
             os.kill(pid, signal.SIGKILL)
-        object_store.proxy.delay(0)
-        code = proc.wait(300)
+
+    out = _run_with_fault(object_store, cluster, upstream, tmp_path, "pykill", kill_python_workers)
     assert victims, "no Python worker found under the executors"
-    out = (tmp_path / "pykill.log").read_text(errors="replace")
-    assert code == 0, out[-4000:]
     assert re.search(r"Lost task|Python worker exited unexpectedly|crashed", out), "the kill did not fail a task"
     assert _content(object_store, "pykill") == clean["content"]
 
 
 @pytest.mark.slow
 def test_whole_worker_killed_mid_stream(object_store, cluster, upstream, clean, tmp_path):
-    mark = object_store.proxy.mark()
-    with open(tmp_path / "wkill.log", "ab") as log:
-        proc = _start(_config(object_store, cluster, upstream, "wkill", tmp_path), log)
-        _wait_for_manifest(object_store, "wkill", 3, mark)
-        object_store.proxy.delay(0.4)
-        time.sleep(3)
-        cluster.kill_worker(1)
-        object_store.proxy.delay(0)
-        code = proc.wait(300)
-    cluster.start_worker(1)
-    cluster.wait_workers(2)
-    out = (tmp_path / "wkill.log").read_text(errors="replace")
-    assert code == 0, out[-4000:]
+    try:
+        out = _run_with_fault(object_store, cluster, upstream, tmp_path, "wkill", lambda: cluster.kill_worker(1))
+    finally:
+        cluster.start_worker(1)
+        cluster.wait_workers(2)
+    assert re.search(r"Lost executor|lost|Removed", out), "no executor was lost"
     assert _content(object_store, "wkill") == clean["content"]
 
 
@@ -219,12 +225,6 @@ def test_driver_killed_and_restarted_from_the_checkpoint(object_store, cluster, 
 @pytest.mark.slow
 def test_object_store_refuses_requests_for_a_while(object_store, cluster, upstream, clean, tmp_path):
     mark = object_store.proxy.mark()
-    with open(tmp_path / "outage.log", "ab") as log:
-        proc = _start(_config(object_store, cluster, upstream, "outage", tmp_path), log)
-        _wait_for_manifest(object_store, "outage", 3, mark)
-        object_store.proxy.refuse_for(5)
-        code = proc.wait(300)
-    out = (tmp_path / "outage.log").read_text(errors="replace")
-    assert code == 0, out[-4000:]
+    _run_with_fault(object_store, cluster, upstream, tmp_path, "outage", lambda: object_store.proxy.refuse_for(5))
     assert any(r.kind == "REFUSED" for r in object_store.proxy.since(mark))
     assert _content(object_store, "outage") == clean["content"]
