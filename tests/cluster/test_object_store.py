@@ -139,3 +139,21 @@ def test_pane_sink_on_s3_commits_with_conditional_puts_and_refuses_a_second_quer
     taker.commit([taker.write(iter(_batch(4).to_batches()))], 0)
     with pytest.raises(RuntimeError, match="written by another query \\(appId 'query-b'"):
         writer.commit([writer.write(iter(_batch(5).to_batches()))], 4)
+
+
+def test_a_store_refusing_requests_for_seconds_is_waited_out(object_store):
+    """503 Slow Down for 3 seconds: the snapshot's writes and reads retry with back-off and land
+    whole; the pane sink's commit (delta-rs retries likewise) too."""
+    proxy, root = object_store.proxy, object_store.uri("state-outage/shards/0000")
+    store = StateStore(SPEC, storage, root, SCHEMA, buckets=4)
+    store.step(_events(["a", "b"], 1), watermark=0, processing_time=0, batch_seq=1)
+    mark = proxy.mark()
+    proxy.refuse_for(3)
+    store.persist(1)
+    writer = _writer(object_store.uri("sink-outage/panes"), "query-a")
+    writer.commit([writer.write(iter(_batch(0).to_batches()))], 0)
+    assert count(proxy.since(mark))["REFUSED"] >= 2
+    out = StateStore.open(SPEC, storage, root, 1, SCHEMA, buckets=4).step(None, watermark=10_000,
+                                                                        processing_time=0, batch_seq=2)
+    assert sorted((r["k"], r["s"]) for r in out.panes.to_pylist()) == [("a", 1), ("b", 1)]
+    assert _tables(object_store.uri("sink-outage/panes"))["triggers"]
