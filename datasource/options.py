@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from datasource.kafka import KafkaConfig, parse_kafka_options
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.spec import OperatorSpec, parse_bool
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
 from spark_windowing.windows import GlobalWindow
 
-SOURCES = ("delta", "parquet", "json", "csv", "generator", "panes")
+SOURCES = ("delta", "parquet", "json", "csv", "generator", "panes", "kafka")
 DEFAULT_SHARDS = 2
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
@@ -34,6 +35,9 @@ KNOWN_OPTIONS = {
     # a generated stream 2: the generator options suffixed with 2
     "eventsperbatch2", "totalevents2", "keys2", "eventinterval2", "disorder2", "latefraction2", "seed2",
     "starttime2",
+    # kafka (datasource.kafka; every other ``kafka.*`` option goes to the client)
+    "subscribe", "subscribepattern", "assign", "startingoffsets", "maxoffsetspertrigger", "failondataloss",
+    "valueformat", "kafkaconsumer.polltimeoutms",
 }
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
@@ -78,6 +82,7 @@ class SourceConfig:
     state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
     manifest_dir: str = "sources"            # under stateLocation: the file source's manifest
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
+    kafka: "KafkaConfig | None" = None       # source=kafka: brokers, topics, offsets, value format
 
 
 def _int(options: dict[str, str], name: str, *, minimum: int = 0, default: int | None = None) -> int | None:
@@ -103,7 +108,7 @@ def _require(options: dict[str, str], name: str, accepted: str) -> str:
 def parse_options(raw: dict[str, str]) -> SourceConfig:
     """Validate and parse the reader options (keys already lower-cased)."""
     options = {k.lower(): v for k, v in raw.items()}
-    unknown = sorted(set(options) - KNOWN_OPTIONS - {"table"})
+    unknown = sorted(k for k in set(options) - KNOWN_OPTIONS - {"table"} if not k.startswith("kafka."))
     if unknown:
         raise OptionError(unknown[0], options[unknown[0]], "the options of DESIGN.md section 3: " +
                           ", ".join(sorted(KNOWN_OPTIONS)), why="unknown option")
@@ -111,7 +116,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     if source not in SOURCES:
         raise OptionError("source", options["source"], ", ".join(SOURCES))
     path = options.get("path")
-    if source != "generator" and not path:
+    if source not in ("generator", "kafka") and not path:
         raise OptionError("path", path, f"the upstream location of the {source} source", why="required")
     window = _require(options, "window", "a window spec, e.g. tumbling(1 minute)")
     ts_col = options.get("timestampcolumn")
@@ -150,17 +155,27 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
     state = _require(options, "stateLocation", "a URI such as /lake/_state/q1, s3://bucket/state/q1")
     gen = _generator(options) if source == "generator" else GeneratorConfig()
+    kafka = parse_kafka_options(options, spec.key_columns) if source == "kafka" else None
+    if kafka is None and (stray := sorted(k for k in options if k.startswith("kafka."))):
+        raise OptionError(stray[0], options[stray[0]], "kafka.* options only with source=kafka", why="unknown option")
+    if kafka is not None and options.get("maxoffsetspertrigger") and options.get("maxeventsperbatch"):
+        raise OptionError("maxOffsetsPerTrigger", options["maxoffsetspertrigger"],
+                          "one of maxOffsetsPerTrigger, maxEventsPerBatch", why="both given")
+    if kafka is not None and spec.join is not None:
+        raise OptionError("join", options.get("join"), "join with delta, parquet, json, csv or generator streams",
+                          why="a Kafka stream cannot be joined in this version")
+    max_events = _int(options, "maxOffsetsPerTrigger", minimum=1) if kafka is not None else None
     cfg = SourceConfig(
         source=source, path=path, spec=spec, watermark=wm, state_location=state.rstrip("/"),
         shards=_int(options, "shards", minimum=1, default=DEFAULT_SHARDS),
         late_data_path=options.get("latedatapath") or None,
-        max_events_per_batch=_int(options, "maxEventsPerBatch", minimum=1),
+        max_events_per_batch=max_events or _int(options, "maxEventsPerBatch", minimum=1),
         max_files_per_trigger=_int(options, "maxFilesPerTrigger", minimum=1),
         starting_version=_int(options, "startingVersion", minimum=0),
         schema_ddl=options.get("schema"), generator=gen, processing_time_windows=processing_time,
         query_name=options.get("queryname"),
         state_buckets=_int(options, "stateBuckets", minimum=1, default=64),
-        state_memory_rows=_int(options, "stateMemoryRows", minimum=1, default=2_000_000),
+        state_memory_rows=_int(options, "stateMemoryRows", minimum=1, default=2_000_000), kafka=kafka,
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 
@@ -195,8 +210,8 @@ def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
     (defaulting to stream 1's); a generated stream 2 takes the generator options suffixed with 2
     (see ``_generator``); its file manifest lives in ``<stateLocation>/sources2``."""
     source2 = str(options["source2"]).strip().lower()
-    if source2 not in SOURCES or source2 == "panes":
-        raise OptionError("source2", options["source2"], ", ".join(s for s in SOURCES if s != "panes"))
+    if source2 not in SOURCES or source2 in ("panes", "kafka"):
+        raise OptionError("source2", options["source2"], ", ".join(s for s in SOURCES if s not in ("panes", "kafka")))
     path2 = options.get("path2")
     if source2 != "generator" and not path2:
         raise OptionError("path2", path2, f"the location of the second ({source2}) upstream", why="required")

@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from datasource import storage, upstream
+from datasource import kafka, storage, upstream
 from datasource._types import arrow_to_spark_schema
 from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
 from spark_windowing import join
@@ -72,6 +72,8 @@ def input_schema(cfg: SourceConfig) -> pa.Schema:
 def stream_schema(options: dict[str, str]) -> StructType:
     """The pane schema for these options (validates every option: errors surface at load())."""
     cfg = parse_options(options)
+    if cfg.kafka is not None:  # a broker that is down or an unknown topic fails here, in bounded time
+        kafka.topic_partitions(cfg.kafka)
     schema = input_schema(cfg)
     op = WindowedOperator(cfg.spec, schema)
     if cfg.watermark.column and cfg.watermark.column.split(".")[0] not in schema.names:
@@ -113,6 +115,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset = {"windowed": 1, "seq": 0, "state": self.cfg.state_location,
                   "up": upstream.initial_position(self.cfg), "bt": 0, "wm": MIN_TIME,
                   "max_event": None, "max_col": None, "last_input": None}
+        if self.cfg.kafka is not None:  # per-partition watermark state (datasource.kafka)
+            offset["kwm"] = kafka.advance_partition_state(None, {}, {}, [], 0)
         if self.cfg.stream2 is not None:  # join: stream 2's position, per-stream watermarks
             offset.update({"up2": upstream.initial_position(self.cfg.stream2), "wm1": MIN_TIME, "wm2": MIN_TIME,
                            "max_event2": None, "last_input2": None, "started": None})
@@ -132,7 +136,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """availableNow: read what exists now (the generator: up to ``totalEvents``), fire every
         event-time timer that becomes due, ignore processing-time timers, then stop."""
         self._available_now = True
-        if self.cfg.source != "generator":
+        if self.cfg.kafka is not None:  # every partition's latest offset now
+            self._target = upstream.latest_position(self.cfg, {}, None, None)
+        elif self.cfg.source != "generator":
             self._target = upstream.latest_position(self.cfg, upstream.initial_position(self.cfg), None, None)
         cfg2 = self.cfg.stream2
         if cfg2 is not None and cfg2.source != "generator":
@@ -151,11 +157,17 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             max_rows = cfg.max_events_per_batch
         up = upstream.latest_position(cfg, start["up"], max_files, max_rows)
         if self._target is not None and cfg.source != "generator":
-            up = min(up, max(self._target, start["up"]))
+            up = upstream.cap_position(cfg, up, self._target, start["up"])
         has_data = up != start["up"]
         last_input = now if has_data else start.get("last_input")
         extra: dict = {}
-        if cfg.stream2 is None:
+        if cfg.kafka is not None:  # the minimum over active partitions (datasource.kafka)
+            kwm = kafka.advance_partition_state(start.get("kwm"), start["up"], up, reports, now)
+            wm = kafka.partition_watermark(cfg.watermark, current=start["wm"], kwm=kwm,
+                                           partitions=kafka.partition_keys(up), batch_time=now,
+                                           max_event=max_event, last_input=last_input)
+            extra = {"kwm": kwm}
+        elif cfg.stream2 is None:
             wm = cfg.watermark.advance(current=start["wm"], max_event=max_event, max_column=max_col,
                                        batch_time=now, last_input=last_input)
         else:  # join: stream 2's position and the earlier of the two watermarks
@@ -185,7 +197,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         up2 = upstream.latest_position(cfg2, start["up2"], max_files, max_rows)
         if self._target2 is not None and cfg2.source != "generator":
-            up2 = min(up2, max(self._target2, start["up2"]))
+            up2 = upstream.cap_position(cfg2, up2, self._target2, start["up2"])
         max_event2 = _max([start.get("max_event2")] + [r.get("max_event2_us") for r in reports])
         return {"up2": up2, "max_event2": max_event2,
                 "last_input2": now if up2 != start["up2"] else start.get("last_input2")}
@@ -245,6 +257,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         op = store.op
         events, key_hash = self._events(partition)
         max_event = max_col = max_event2 = None
+        partition_max: dict[str, int] = {}
         if events.num_rows:
             ts, valid = op.event_times(events)
             if cfg.stream2 is not None:  # per-stream maxima: each stream has its own watermark
@@ -254,6 +267,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 valid = valid & side1
             if valid.any():
                 max_event = int(ts[valid].max())
+            if cfg.kafka is not None:
+                partition_max = kafka.partition_max(events, ts, valid)
             if cfg.watermark.kind == "column":
                 wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
                 max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
@@ -286,7 +301,24 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "max_event_us": max_event, "max_col_us": max_col, "max_event2_us": max_event2,
             "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
         }
+        if cfg.kafka is not None:
+            report["partition_max_us"] = partition_max
+            report["skipped_offsets"] = partition.planned["skipped"] if shard == 0 else 0
         storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
+
+    def _shard_plan(self, partition: ShardPartition) -> Any:
+        """What this shard reads of the batch's plan: a Kafka topic keyed by the window key
+        (``keyColumns=key``) is read partition-disjointly; without key columns only shard 0 reads;
+        otherwise every shard reads the whole plan and keeps its keys."""
+        cfg, planned = self.cfg, partition.planned
+        if cfg.kafka is None or cfg.shards == 1:
+            return planned
+        if cfg.kafka.by_partition:
+            mine = [r for r in planned["ranges"] if kafka.shard_of_partition(r[0], r[1], cfg.shards) == partition.shard]
+            return {**planned, "ranges": mine}
+        if not cfg.spec.key_columns and partition.shard != 0:
+            return {**planned, "ranges": []}
+        return planned
 
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
@@ -299,14 +331,15 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             table = join.union(t1, t2, cfg.spec, schema)
         else:
             columns = None if cfg.late_data_path else needed_columns(cfg)
-            table = upstream.read_batch(cfg, partition.planned, columns)
+            table = upstream.read_batch(cfg, self._shard_plan(partition), columns)
+        by_partition = cfg.kafka is not None and cfg.kafka.by_partition
         key_hash = None
         if cfg.spec.key_columns and table.num_rows:
             key_hash = upstream.key_hash(table, cfg.spec.key_columns)
-            if cfg.shards > 1:
+            if cfg.shards > 1 and not by_partition:  # every shard read the batch: keep this shard's keys
                 mine = np.flatnonzero(key_hash % np.uint64(cfg.shards) == partition.shard)
                 table, key_hash = table.take(pa.array(mine)), key_hash[mine]
-        elif partition.shard != 0 and (cfg.shards == 1 or not cfg.spec.key_columns):
+        elif partition.shard != 0 and (cfg.shards == 1 or not cfg.spec.key_columns) and not by_partition:
             table = table.slice(0, 0)
         if cfg.processing_time_windows:
             bt = pa.array(np.full(table.num_rows, int(partition.end["bt"]), dtype=np.int64)).cast(TIMESTAMP)

@@ -8,6 +8,7 @@ Positions are plain JSON values kept in the source's offsets:
   if files were added since (or their listing order changed).
 * ``generator``: the number of events generated so far; event ``i`` is a pure function of
   ``(seed, i)``.
+* ``kafka``: ``{topic: {partition: next offset}}`` (see ``datasource.kafka``).
 * ``panes``: the pane tables of another windowed query (``path`` = that query's
   ``writeStream.format("windowed")`` path): the last of its micro-batches (``batchId``) read.
   Its ``triggers`` and ``retractions`` rows arrive together, so a downstream ``window=inherit``
@@ -29,7 +30,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from datasource import storage
+from datasource import kafka, storage
 from datasource.options import GeneratorConfig, SourceConfig
 from spark_windowing._hash import hash_columns, mix as _mix
 from spark_windowing.errors import OptionError
@@ -53,6 +54,8 @@ def opt(cfg: SourceConfig, name: str) -> str:
 
 def upstream_schema(cfg: SourceConfig) -> pa.Schema:
     """The upstream's Arrow schema (driver side, at load())."""
+    if cfg.kafka is not None:
+        return kafka.row_schema(cfg.kafka.value_format, cfg.schema_ddl)
     if cfg.schema_ddl:
         return parse_ddl(cfg.schema_ddl, option=opt(cfg, "schema"))
     if cfg.source == "generator":
@@ -85,6 +88,8 @@ def parse_ddl(ddl: str, option: str = "schema") -> pa.Schema:
 
 # ---------------------------------------------------------------------- positions (driver)
 def initial_position(cfg: SourceConfig) -> Any:
+    if cfg.kafka is not None:
+        return kafka.initial_position(cfg.kafka)
     if cfg.source == "panes":
         return -1
     if cfg.source == "delta":
@@ -94,6 +99,8 @@ def initial_position(cfg: SourceConfig) -> Any:
 
 def latest_position(cfg: SourceConfig, start: Any, max_files: int | None, max_rows: int | None) -> Any:
     """The furthest position to read up to from ``start``, within the read limits."""
+    if cfg.kafka is not None:
+        return kafka.latest_position(cfg.kafka, start, max_rows)
     if cfg.source == "generator":
         end = start + (max_rows or cfg.generator.events_per_batch)
         if cfg.generator.total_events is not None:
@@ -141,7 +148,9 @@ def _row_count(uri: str, source: str = "parquet") -> int:
 
 
 def plan(cfg: SourceConfig, start: Any, end: Any) -> Any:
-    """What a micro-batch reads: a file list, or a generator index range."""
+    """What a micro-batch reads: a file list, a generator index range, Kafka offset ranges."""
+    if cfg.kafka is not None:
+        return kafka.plan(cfg.kafka, start, end)
     if cfg.source == "generator":
         return [int(start), int(end)]
     if cfg.source == "panes":
@@ -247,7 +256,17 @@ def panes_files(root: str, start: int, end: int) -> list[str]:
 
 
 # ---------------------------------------------------------------------- reading (executors)
+def cap_position(cfg: SourceConfig, up: Any, target: Any, start: Any) -> Any:
+    """availableNow: ``up`` limited to the position the query started with as its target."""
+    if cfg.kafka is not None:
+        return kafka.cap(up, target, start)
+    return min(up, max(target, start))
+
+
 def read_batch(cfg: SourceConfig, planned: Any, columns: list[str] | None) -> pa.Table:
+    if cfg.kafka is not None:
+        t = kafka.read_ranges(cfg.kafka, (cfg.kafka.value_format, cfg.schema_ddl), planned["ranges"])
+        return t if columns is None else t.select(kafka.with_record_columns(columns))
     if cfg.source == "generator":
         return generate(cfg.generator, planned[0], planned[1])
     if not planned:

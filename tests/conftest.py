@@ -49,3 +49,13 @@ def object_store(tmp_path_factory):
         else:
             os.environ[k] = v
     store.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory):
+    """A real single-node Apache Kafka broker (KRaft) on 127.0.0.1, fetched from Maven Central on
+    first use (``scripts/kafka_broker.py``); one per test session."""
+    from tests.spark.kafka_helpers import KafkaBroker
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka-broker")).start()
+    yield broker
+    broker.stop()

@@ -1,0 +1,599 @@
+"""The Kafka upstream (``source=kafka``): options named as Spark's Kafka source names them,
+positions per topic-partition, records decoded into Arrow, per-partition watermarks.
+
+Positions. The upstream position in the windowed source's offset is Spark's form,
+``{"<topic>": {"<partition>": <next offset>}}``: a micro-batch reads, per partition, the records
+from the previous offset's position up to (not including) its own. Spark logs the offset before
+the batch runs, so a replayed batch reads exactly the same records. Partitions are assigned to
+the client explicitly (``assign`` with those offsets); nothing is committed to a consumer group.
+Partitions that appear later (new partitions, new topics matching ``subscribePattern``) start at
+their earliest offset, as in Spark.
+
+Data loss. When a partition's earliest available offset is past the position to read from
+(retention deleted the records first), ``failOnDataLoss=true`` (the default) fails the query
+naming the topic, partition and missing offsets; ``false`` continues from the earliest offset
+and counts the skipped offsets (``skipped_offsets`` in the batch's report, and a warning).
+
+Rows. The value is decoded by ``valueFormat`` (``json`` / ``csv`` with ``schema`` = DDL, ``avro``
+with ``schema`` = the Avro schema JSON, the 5-byte Confluent header accepted, ``raw``: no
+decoding) and the record's own columns follow, as Spark's Kafka rows have them: ``key``
+(binary), ``topic``, ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``
+(list of key/value) and the raw ``value``. A value field with the name of a record column wins.
+A value that cannot be decoded becomes a row whose value fields are all null, so it reaches the
+late-data table as ``malformed``, with its topic, partition, offset and raw value.
+
+Per-partition watermarks (Flink's ``KafkaSource`` with per-split watermarks and
+``withIdleness``): with ``watermark=bounded(d)`` each partition's watermark is its max event time
+− d, and the source's is the minimum over the active partitions. A partition with no record for
+``watermarkIdleTimeout`` (processing time, from the batch times in the offsets) is idle and stops
+holding it back; when every partition is idle the stream is quiet and the usual quiet-stream rule
+applies. The per-partition state lives in the offset (``kwm``), so a replay sees the same watermark.
+
+Sharding. With ``keyColumns=key`` the window key is the record key: Kafka's partitioner puts a key
+in one partition (the co-partitioning rule of Kafka Streams), so each shard reads a disjoint set
+of partitions (``shard_of_partition``) and nothing else. With other key columns each shard reads
+every record of the batch and keeps its keys (reads and decodes ``shards`` times the batch).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from spark_windowing._time import MIN_TIME
+from spark_windowing.errors import OptionError
+
+_log = logging.getLogger(__name__)
+
+VALUE_FORMATS = ("json", "csv", "avro", "raw")
+STARTING_FORMS = 'earliest, latest, or JSON such as {"topic": {"0": 23, "1": -2}} (-2 earliest, -1 latest)'
+METADATA_TIMEOUT_S = 15.0
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+RECORD_FIELDS = (
+    pa.field("key", pa.binary()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()), pa.field("timestamp", TIMESTAMP), pa.field("timestampType", pa.int32()),
+    pa.field("headers", HEADERS), pa.field("value", pa.binary()),
+)
+#: Options of this upstream besides ``kafka.*`` (lower-cased, as the option parser keys them).
+OPTIONS = ("subscribe", "subscribepattern", "assign", "startingoffsets", "maxoffsetspertrigger",
+           "failondataloss", "valueformat", "kafkaconsumer.polltimeoutms")
+
+
+@dataclass(frozen=True)
+class KafkaConfig:
+    """The Kafka options, parsed at load()."""
+
+    bootstrap: str
+    subscribe: tuple[str, ...] = ()
+    pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+    starting: Any = "earliest"                 # "earliest" | "latest" | {topic: {partition: offset}}
+    fail_on_data_loss: bool = True
+    value_format: str = "json"
+    client: dict[str, str] = field(default_factory=dict)   # kafka.* without the prefix
+    poll_timeout_ms: int = 120_000
+    by_partition: bool = False                 # keyColumns=key: shards read disjoint partitions
+
+    def client_conf(self) -> dict[str, Any]:
+        return {**self.client, "bootstrap.servers": self.bootstrap}
+
+
+# ---------------------------------------------------------------------- options (driver, load())
+def parse_kafka_options(options: dict[str, str], key_columns: tuple[str, ...]) -> KafkaConfig:
+    """Validate the Kafka options; each error names the option, the value and the accepted forms."""
+    bootstrap = options.get("kafka.bootstrap.servers")
+    if not bootstrap or not str(bootstrap).strip():
+        raise OptionError("kafka.bootstrap.servers", bootstrap, "host:port[,host:port...]", why="required")
+    given = [n for n in ("subscribe", "subscribepattern", "assign") if str(options.get(n) or "").strip()]
+    if len(given) != 1:
+        raise OptionError("subscribe", options.get("subscribe"),
+                          "exactly one of subscribe (topic list), subscribePattern (regex), assign (JSON)",
+                          why="none given" if not given else f"several given: {', '.join(given)}")
+    subscribe, pattern, assign = (), None, None
+    if given[0] == "subscribe":
+        subscribe = tuple(t.strip() for t in options["subscribe"].split(",") if t.strip())
+    elif given[0] == "subscribepattern":
+        pattern = options["subscribepattern"].strip()
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise OptionError("subscribePattern", pattern, "a regular expression over topic names", why=str(e)) from None
+    else:
+        assign = _parse_assign(options["assign"])
+    fmt = str(options.get("valueformat") or "json").strip().lower()
+    if fmt not in VALUE_FORMATS:
+        raise OptionError("valueFormat", options.get("valueformat"), ", ".join(VALUE_FORMATS))
+    if fmt in ("json", "csv", "avro") and not str(options.get("schema") or "").strip():
+        raise OptionError("schema", None, "the value's schema: 'name type, ...' for json/csv, the Avro schema "
+                          "JSON for avro", why=f"required with valueFormat={fmt}")
+    value_schema(fmt, options.get("schema"))  # a bad schema fails here, naming `schema`
+    fail = str(options.get("failondataloss", "true")).strip().lower()
+    if fail not in ("true", "false"):
+        raise OptionError("failOnDataLoss", options.get("failondataloss"), "true, false")
+    poll = options.get("kafkaconsumer.polltimeoutms", "120000")
+    if not str(poll).strip().isdigit() or int(poll) < 1:
+        raise OptionError("kafkaConsumer.pollTimeoutMs", poll, "a positive number of milliseconds")
+    client = {k[len("kafka."):]: v for k, v in options.items()
+              if k.startswith("kafka.") and k != "kafka.bootstrap.servers"}
+    for reserved in ("group.id", "enable.auto.commit", "auto.offset.reset", "key.deserializer",
+                     "value.deserializer", "enable.partition.eof"):
+        if reserved in client:
+            raise OptionError(f"kafka.{reserved}", client[reserved], "not set: the source assigns partitions "
+                              "and offsets itself and commits nothing", why="not supported (as in Spark)")
+    cfg = KafkaConfig(bootstrap=str(bootstrap).strip(), subscribe=subscribe, pattern=pattern, assign=assign,
+                      starting=_parse_starting(options.get("startingoffsets")), fail_on_data_loss=fail == "true",
+                      value_format=fmt, client=client, poll_timeout_ms=int(poll),
+                      by_partition=tuple(key_columns) == ("key",))
+    _check_client_conf(cfg)
+    return cfg
+
+
+def _parse_assign(raw: str) -> dict[str, tuple[int, ...]]:
+    forms = 'JSON such as {"topicA": [0, 1], "topicB": [2]}'
+    try:
+        d = json.loads(raw)
+        out = {str(t): tuple(int(p) for p in ps) for t, ps in d.items()}
+        if not out or any(not ps or any(p < 0 for p in ps) for ps in out.values()):
+            raise ValueError("empty or negative")
+    except (ValueError, TypeError, AttributeError) as e:
+        raise OptionError("assign", raw, forms, why=str(e)) from None
+    return out
+
+
+def _parse_starting(raw: str | None) -> Any:
+    if raw is None or not str(raw).strip():
+        return "latest"  # Spark's default for streaming queries
+    text = str(raw).strip()
+    if text.lower() in ("earliest", "latest"):
+        return text.lower()
+    try:
+        d = json.loads(text)
+        out = {str(t): {str(int(p)): int(o) for p, o in ps.items()} for t, ps in d.items()}
+        if any(o < -2 for ps in out.values() for o in ps.values()):
+            raise ValueError("offsets are >= 0, or -2 (earliest), -1 (latest)")
+    except (ValueError, TypeError, AttributeError) as e:
+        raise OptionError("startingOffsets", raw, STARTING_FORMS, why=str(e)) from None
+    return out
+
+
+def _check_client_conf(cfg: KafkaConfig) -> None:
+    """Let librdkafka validate the ``kafka.*`` options now (a typo fails at load(), not in a task)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    try:
+        AdminClient({**cfg.client_conf(), "log_level": 0})
+    except (KafkaException, ValueError, TypeError) as e:
+        bad = next((k for k in cfg.client if k in str(e)), None)
+        raise OptionError(f"kafka.{bad}" if bad else "kafka.*", cfg.client.get(bad) if bad else cfg.client,
+                          "librdkafka configuration properties (CONFIGURATION.md of librdkafka)",
+                          why=str(e)) from None
+
+
+# ---------------------------------------------------------------------- schema
+def value_schema(fmt: str, schema_text: str | None) -> pa.Schema:
+    from datasource.upstream import parse_ddl
+    if fmt == "raw":
+        return pa.schema([])
+    if fmt == "avro":
+        return avro_arrow_schema(schema_text or "")
+    return parse_ddl(schema_text or "")
+
+
+def row_schema(fmt: str, schema_text: str | None) -> pa.Schema:
+    """The value's fields, then the record columns whose names the value does not use."""
+    values = value_schema(fmt, schema_text)
+    return pa.schema(list(values) + [f for f in RECORD_FIELDS if f.name not in values.names])
+
+
+_AVRO_PRIMITIVES = {"string": pa.string(), "long": pa.int64(), "int": pa.int32(), "double": pa.float64(),
+                    "float": pa.float32(), "boolean": pa.bool_(), "bytes": pa.binary()}
+
+
+def avro_arrow_schema(text: str) -> pa.Schema:
+    """The Arrow schema of an Avro record schema (primitive fields, nullable unions,
+    ``timestamp-millis``/``timestamp-micros``)."""
+    forms = "an Avro record schema as JSON with primitive / [\"null\", T] / timestamp-millis|micros fields"
+    try:
+        import fastavro
+        parsed = fastavro.parse_schema(json.loads(text))
+    except Exception as e:  # json / fastavro SchemaParseException
+        raise OptionError("schema", text, forms, why=str(e)) from None
+    fields = []
+    for f in parsed.get("fields", []):
+        t = f["type"]
+        if isinstance(t, list):
+            rest = [x for x in t if x != "null"]
+            if len(rest) != 1:
+                raise OptionError("schema", text, forms, why=f"field {f['name']}: only [\"null\", T] unions")
+            t = rest[0]
+        if isinstance(t, dict) and t.get("logicalType") in ("timestamp-millis", "timestamp-micros"):
+            fields.append(pa.field(f["name"], TIMESTAMP))
+        elif isinstance(t, str) and t in _AVRO_PRIMITIVES:
+            fields.append(pa.field(f["name"], _AVRO_PRIMITIVES[t]))
+        else:
+            raise OptionError("schema", text, forms, why=f"field {f['name']}: type {t!r} not supported")
+    return pa.schema(fields)
+
+
+# ---------------------------------------------------------------------- broker metadata (driver)
+def _admin(cfg: KafkaConfig):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({**cfg.client_conf(), "log_level": 0})
+
+
+def _consumer(cfg: KafkaConfig, **extra):
+    from confluent_kafka import Consumer
+    return Consumer({**cfg.client_conf(), "group.id": "spark-windowing-no-commits", "enable.auto.commit": False,
+                     "enable.auto.offset.store": False, "log_level": 0, **extra})
+
+
+def topic_partitions(cfg: KafkaConfig, timeout: float | None = None) -> list[tuple[str, int]]:
+    """The (topic, partition)s this query reads now, sorted. Raises a clear error when no broker
+    answers within ``timeout`` (default ``METADATA_TIMEOUT_S``) or a subscribed / assigned topic
+    does not exist."""
+    from confluent_kafka import KafkaException
+    timeout = METADATA_TIMEOUT_S if timeout is None else timeout
+    try:
+        md = _admin(cfg).list_topics(timeout=timeout)
+    except KafkaException as e:
+        raise OptionError("kafka.bootstrap.servers", cfg.bootstrap, "reachable Kafka brokers host:port[,...]",
+                          why=f"no broker answered within {timeout:g} s ({e.args[0].str() if e.args else e})") from None
+    topics = {name: sorted(t.partitions) for name, t in md.topics.items()
+              if t.error is None and not name.startswith("__")}
+    if cfg.pattern is not None:
+        rx = re.compile(cfg.pattern)
+        return sorted((t, p) for t, ps in topics.items() if rx.fullmatch(t) for p in ps)
+    wanted = list(cfg.assign) if cfg.assign is not None else list(cfg.subscribe)
+    missing = [t for t in wanted if t not in topics]
+    if missing:
+        opt = "assign" if cfg.assign is not None else "subscribe"
+        raise OptionError(opt, ",".join(wanted), f"existing topics (the broker has: {', '.join(sorted(topics)) or 'none'})",
+                          why=f"unknown topic(s) {', '.join(missing)}")
+    if cfg.assign is not None:
+        return sorted((t, p) for t, ps in cfg.assign.items() for p in ps)
+    return sorted((t, p) for t in wanted for p in topics[t])
+
+
+def watermark_offsets(cfg: KafkaConfig, tps: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(earliest, next) offset of each partition, from the broker."""
+    from confluent_kafka import KafkaException, TopicPartition
+    c = _consumer(cfg)
+    try:
+        out = {}
+        for t, p in tps:
+            try:
+                out[(t, p)] = c.get_watermark_offsets(TopicPartition(t, p), timeout=METADATA_TIMEOUT_S)
+            except KafkaException as e:
+                raise RuntimeError(f"Kafka: cannot read the offsets of {t}-{p} from {cfg.bootstrap} within "
+                                   f"{METADATA_TIMEOUT_S:g} s: {e}") from None
+        return out
+    finally:
+        c.close()
+
+
+def _get(pos: dict, t: str, p: int) -> int | None:
+    v = pos.get(t, {}).get(str(p))
+    return None if v is None else int(v)
+
+
+def _put(pos: dict, t: str, p: int, off: int) -> None:
+    pos.setdefault(t, {})[str(p)] = int(off)
+
+
+def initial_position(cfg: KafkaConfig) -> dict:
+    """``startingOffsets`` resolved against the broker: ``{topic: {partition: offset}}``."""
+    tps = topic_partitions(cfg)
+    marks = watermark_offsets(cfg, tps)
+    pos: dict = {}
+    for t, p in tps:
+        low, high = marks[(t, p)]
+        if cfg.starting == "earliest":
+            off = low
+        elif cfg.starting == "latest":
+            off = high
+        else:
+            given = _get(cfg.starting, t, p)
+            off = low if given is None or given == -2 else high if given == -1 else given
+        _put(pos, t, p, off)
+    return pos
+
+
+def latest_position(cfg: KafkaConfig, start: dict, max_rows: int | None) -> dict:
+    """How far the next micro-batch reads: every partition's latest offset, or — with
+    ``maxOffsetsPerTrigger`` — at most that many offsets in all, split over the partitions in
+    proportion to how far each is behind (Spark's rate limit). New partitions start at their
+    earliest offset. Data loss is checked here (``failOnDataLoss``)."""
+    tps = topic_partitions(cfg)
+    marks = watermark_offsets(cfg, tps)
+    begin: dict[tuple[str, int], int] = {}
+    for t, p in tps:
+        low, high = marks[(t, p)]
+        s = _get(start, t, p)
+        begin[(t, p)] = low if s is None else max(s, low) if not cfg.fail_on_data_loss else s
+        if s is not None and s < low and cfg.fail_on_data_loss:
+            raise RuntimeError(
+                f"Kafka data loss: topic {t} partition {p}: offsets {s}..{low - 1} were deleted (retention) "
+                f"before they were read; the earliest available offset is {low}. Set failOnDataLoss=false "
+                "to skip them and continue.")
+    lag = {tp: max(0, marks[tp][1] - begin[tp]) for tp in tps}
+    total = sum(lag.values())
+    take = dict(lag)
+    if max_rows is not None and total > max_rows:
+        take = {tp: (n * max_rows) // total for tp, n in lag.items()}
+        rest = max_rows - sum(take.values())
+        for tp in sorted(lag, key=lambda tp: (-(lag[tp] * max_rows % total), tp)):
+            if rest <= 0:
+                break
+            if take[tp] < lag[tp]:
+                take[tp], rest = take[tp] + 1, rest - 1
+    end: dict = {}
+    for tp in tps:
+        _put(end, tp[0], tp[1], begin[tp] + take[tp])
+    for t, ps in start.items():  # partitions that vanished (topic deleted) keep their position
+        for p, off in ps.items():
+            if _get(end, t, int(p)) is None:
+                _put(end, t, int(p), off)
+    return end
+
+
+def cap(up: dict, target: dict, start: dict) -> dict:
+    """availableNow: no partition beyond the target taken when the query started; a partition
+    that appeared since is read up to where it was first seen, then held."""
+    out: dict = {}
+    for t, ps in up.items():
+        for p, off in ps.items():
+            s, tgt = _get(start, t, int(p)), _get(target, t, int(p))
+            if tgt is None:
+                new = int(off) if s is None else s
+            else:
+                new = min(int(off), tgt if s is None else max(tgt, s))
+            _put(out, t, int(p), new)
+    return out
+
+
+def plan(cfg: KafkaConfig, start: dict, end: dict) -> dict:
+    """The records a micro-batch reads: ``[topic, partition, from, to)`` ranges, the starts
+    clamped to the earliest available offset when ``failOnDataLoss=false`` (``skipped`` counts
+    the offsets jumped over)."""
+    ranges, skipped = [], 0
+    todo = [(t, int(p), int(e)) for t, ps in end.items() for p, e in ps.items()]
+    todo = [(t, p, _get(start, t, p), e) for t, p, e in sorted(todo)]
+    lows = {}
+    if not cfg.fail_on_data_loss:
+        lows = {tp: m[0] for tp, m in watermark_offsets(cfg, [(t, p) for t, p, _, _ in todo]).items()}
+    for t, p, s, e in todo:
+        s = e if s is None else s  # cannot happen: every partition of `end` has a start
+        if (t, p) in lows and lows[(t, p)] > s:
+            low = min(lows[(t, p)], e)
+            skipped += low - s
+            s = low
+        if e > s:
+            ranges.append([t, p, s, e])
+    if skipped:
+        _log.warning("Kafka: skipped %d offsets deleted before they were read (failOnDataLoss=false)", skipped)
+    return {"ranges": ranges, "skipped": skipped}
+
+
+def shard_of_partition(topic: str, partition: int, shards: int) -> int:
+    """The shard that reads a partition when shards read disjoint partitions (stable when
+    partitions are added)."""
+    return (zlib.crc32(topic.encode()) + partition) % shards
+
+
+# ---------------------------------------------------------------------- reading (executors)
+def read_ranges(cfg: KafkaConfig, fmt_schema: tuple[str, str | None], ranges: list) -> pa.Table:
+    """Every record of ``ranges`` (exactly ``[from, to)`` per partition), decoded, ordered by
+    topic, partition and offset."""
+    from confluent_kafka import KafkaError, TopicPartition
+    fmt, schema_text = fmt_schema
+    schema = row_schema(fmt, schema_text)
+    if not ranges:
+        return schema.empty_table()
+    want = {(t, p): (s, e) for t, p, s, e in ranges}
+    got: dict[tuple[str, int], list] = {tp: [] for tp in want}
+    c = _consumer(cfg, **{"enable.partition.eof": True, "auto.offset.reset": "error",
+                          "fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20})
+    try:
+        c.assign([TopicPartition(t, p, s) for (t, p), (s, _) in want.items()])
+        open_ = set(want)
+        deadline = time.monotonic() + cfg.poll_timeout_ms / 1000
+        while open_:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Kafka: records not received within kafkaConsumer.pollTimeoutMs="
+                                   f"{cfg.poll_timeout_ms} from {cfg.bootstrap}: " + ", ".join(
+                                       f"{t}-{p} [{want[(t, p)][0]}, {want[(t, p)][1]})" for t, p in sorted(open_)))
+            for m in c.consume(num_messages=100_000, timeout=0.5):
+                tp = (m.topic(), m.partition())
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if tp in open_ and m.offset() >= want[tp][1]:
+                            open_.discard(tp)
+                        continue
+                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                        raise RuntimeError(f"Kafka data loss: {tp[0]}-{tp[1]}: offsets from {want[tp][0]} are no "
+                                           "longer available (deleted while the batch ran)")
+                    if err.retriable() or not err.fatal():
+                        continue
+                    raise RuntimeError(f"Kafka: {err.str()}")
+                if tp not in open_:
+                    continue
+                off = m.offset()
+                end = want[tp][1]
+                if off < end:
+                    got[tp].append(m)
+                if off >= end - 1:
+                    open_.discard(tp)
+    finally:
+        c.close()
+    messages = [m for tp in sorted(got) for m in got[tp]]
+    return records_table(messages, fmt, schema_text, schema)
+
+
+def records_table(messages: list, fmt: str, schema_text: str | None, schema: pa.Schema) -> pa.Table:
+    """Arrow rows of Kafka messages: decoded value fields, then the record columns."""
+    n = len(messages)
+    values = [m.value() for m in messages]
+    ts = [m.timestamp() for m in messages]
+    cols: dict[str, pa.Array] = {
+        "key": pa.array([m.key() for m in messages], pa.binary()),
+        "topic": pa.array([m.topic() for m in messages], pa.string()),
+        "partition": pa.array([m.partition() for m in messages], pa.int32()),
+        "offset": pa.array([m.offset() for m in messages], pa.int64()),
+        "timestamp": pa.array([x[1] * 1000 if x[0] else None for x in ts], pa.int64()).cast(TIMESTAMP),
+        "timestampType": pa.array([x[0] for x in ts], pa.int32()),
+        "headers": pa.array([[{"key": k, "value": v} for k, v in (m.headers() or [])] or None
+                             for m in messages], HEADERS),
+        "value": pa.array(values, pa.binary()),
+    }
+    decoded = decode_values(values, fmt, schema_text)
+    assert decoded.num_rows == n
+    for name in decoded.column_names:
+        cols[name] = decoded.column(name).combine_chunks()
+    return pa.table([cols[f.name] for f in schema], schema=schema)
+
+
+# ---------------------------------------------------------------------- value decoding
+def decode_values(values: list[bytes | None], fmt: str, schema_text: str | None) -> pa.Table:
+    """One row per value (all-null fields where a value cannot be decoded)."""
+    schema = value_schema(fmt, schema_text)
+    if fmt == "raw":
+        return pa.table({})  # no value fields: the raw ``value`` column is the payload
+    if fmt == "avro":
+        return _decode_avro(values, schema_text or "", schema)
+    return _decode_text(values, fmt, schema)
+
+
+def _parse_block(lines: list[bytes], fmt: str, schema: pa.Schema) -> pa.Table | None:
+    """Parse newline-joined values in one vectorized call; None if it fails or the row count differs."""
+    import pyarrow.csv as pacsv
+    import pyarrow.json as pajson
+    buf = b"\n".join(lines) + b"\n"
+    try:
+        if fmt == "json":
+            t = pajson.read_json(io.BytesIO(buf), parse_options=pajson.ParseOptions(
+                explicit_schema=schema, unexpected_field_behavior="ignore"))
+        else:
+            t = pacsv.read_csv(io.BytesIO(buf), read_options=pacsv.ReadOptions(column_names=schema.names),
+                               convert_options=pacsv.ConvertOptions(column_types=schema, strings_can_be_null=True),
+                               parse_options=pacsv.ParseOptions(ignore_empty_lines=False))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if t.num_rows != len(lines):
+        return None
+    return t.select(schema.names).cast(schema)
+
+
+def _decode_text(values: list[bytes | None], fmt: str, schema: pa.Schema) -> pa.Table:
+    empty = b"{}" if fmt == "json" else b"," * (len(schema) - 1)
+    lines = [empty if not v else v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values]
+    return pa.concat_tables(_parse_or_split(lines, fmt, schema)) if lines else schema.empty_table()
+
+
+def _parse_or_split(lines: list[bytes], fmt: str, schema: pa.Schema) -> list[pa.Table]:
+    """Parse a block; when it fails, bisect: only a single undecodable value becomes a null row."""
+    t = _parse_block(lines, fmt, schema)
+    if t is not None:
+        return [t]
+    if len(lines) == 1:
+        return [pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema)]
+    mid = len(lines) // 2
+    return _parse_or_split(lines[:mid], fmt, schema) + _parse_or_split(lines[mid:], fmt, schema)
+
+
+def _decode_avro(values: list[bytes | None], schema_text: str, schema: pa.Schema) -> pa.Table:
+    """Avro binary values (schemaless), with or without the Confluent header (magic byte 0 and a
+    4-byte schema id): a value starting with 0 that decodes exactly after 5 bytes is read so."""
+    import fastavro
+    parsed = fastavro.parse_schema(json.loads(schema_text))
+    rows: list[dict | None] = []
+    for v in values:
+        rows.append(_avro_one(v, parsed, fastavro) if v else None)
+    cols = {}
+    for f in schema:
+        data = [None if r is None else r.get(f.name) for r in rows]
+        cols[f.name] = pa.array(data, f.type)  # timestamps: fastavro gives aware datetimes
+    return pa.table(cols, schema=schema)
+
+
+def _avro_one(v: bytes, parsed, fastavro) -> dict | None:
+    candidates = [5, 0] if len(v) > 5 and v[0] == 0 else [0]
+    for skip in candidates:
+        buf = io.BytesIO(v[skip:])
+        try:
+            rec = fastavro.schemaless_reader(buf, parsed)
+        except Exception:  # any decoding error: try the other framing, else malformed
+            continue
+        if buf.tell() == len(v) - skip and isinstance(rec, dict):
+            return rec
+    return None
+
+
+# ---------------------------------------------------------------------- per-partition watermarks
+def partition_max(events: pa.Table, ts: np.ndarray, valid: np.ndarray) -> dict[str, int]:
+    """Max valid event time per ``"topic:partition"`` of a shard's events."""
+    if not valid.any() or "partition" not in events.column_names or "topic" not in events.column_names:
+        return {}
+    idx = pa.array(np.flatnonzero(valid))
+    t = pa.table({"topic": events.column("topic").take(idx), "partition": events.column("partition").take(idx),
+                  "ts": pa.array(ts[valid], pa.int64())})
+    g = t.group_by(["topic", "partition"]).aggregate([("ts", "max")])
+    return {f"{a}:{b}": int(c) for a, b, c in zip(g.column("topic").to_pylist(), g.column("partition").to_pylist(),
+                                                 g.column("ts_max").to_pylist())}
+
+
+def partition_keys(up: dict) -> list[str]:
+    return sorted(f"{t}:{p}" for t, ps in up.items() for p in ps)
+
+
+def advance_partition_state(kwm: dict | None, start_up: dict, end_up: dict, reports: list[dict],
+                            batch_time: int) -> dict:
+    """The offset's per-partition state for the next batch: max event time per partition (from
+    the shards' reports of the previous batch) and the batch time each partition last had
+    records (a partition has records in a batch when its position moves)."""
+    kwm = {"max": dict((kwm or {}).get("max", {})), "last": dict((kwm or {}).get("last", {})),
+           "started": (kwm or {}).get("started") or batch_time}
+    for r in reports:
+        for k, v in (r.get("partition_max_us") or {}).items():
+            kwm["max"][k] = max(int(v), kwm["max"].get(k, MIN_TIME))
+    for t, ps in end_up.items():
+        for p, off in ps.items():
+            if int(off) != (_get(start_up, t, int(p)) if _get(start_up, t, int(p)) is not None else int(off)):
+                kwm["last"][f"{t}:{p}"] = batch_time
+    return kwm
+
+
+def partition_watermark(strategy, *, current: int, kwm: dict, partitions: list[str], batch_time: int,
+                        max_event: int | None, last_input: int | None) -> int:
+    """The source's watermark: the minimum over active partitions of (partition max − delay);
+    a partition idle for ``watermarkIdleTimeout`` does not count; with every partition idle, the
+    quiet-stream rule of ``strategy`` (idle time advances it). Never below ``current``. Only
+    ``bounded`` watermarks are per partition; the others are the stream's as for any source."""
+    if strategy.kind != "bounded" or not partitions:
+        return strategy.advance(current=current, max_event=max_event, max_column=None,
+                                batch_time=batch_time, last_input=last_input)
+    timeout = strategy.idle_timeout
+    active = [k for k in partitions
+              if timeout is None or batch_time - kwm["last"].get(k, kwm["started"]) <= timeout]
+    if not active:
+        return strategy.advance(current=current, max_event=max_event, max_column=None,
+                                batch_time=batch_time, last_input=last_input)
+    per = [kwm["max"][k] - strategy.delay if k in kwm["max"] else MIN_TIME for k in active]
+    return max(current, min(per))
+
+
+def with_record_columns(columns: list[str] | None) -> list[str] | None:
+    """A projection plus the record columns the per-partition watermark needs."""
+    if columns is None:
+        return None
+    return columns + [c for c in ("topic", "partition") if c not in columns]

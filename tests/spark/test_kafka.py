@@ -1,0 +1,175 @@
+"""``source=kafka`` against a real Apache Kafka broker (KRaft, started by the ``kafka_broker``
+fixture): the panes and late rows Spark writes to Delta equal a TestStream replaying the very
+same micro-batches (the records between the offsets in Spark's offset log, the watermark and
+batch time of each batch); malformed records reach the late table with topic, partition and
+offset; the per-partition watermark and idleness; exactly-once offsets."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from spark_windowing.testing import TestStream
+from tests.spark._helpers import micros, offsets, rows, run_to_sink
+from tests.spark.kafka_helpers import batches_by_offsets, new_topic, produce, produce_json
+from tests.spark.test_source import SEC, T0
+
+pytestmark = pytest.mark.spark
+SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64()), ("id", pa.int64())])
+DDL = "k string, ts long, v long, id long"
+AGG = "sum(v) AS total, count(*) AS n"
+
+
+def _records(seed: int, n: int, partitions: int) -> list[tuple[int, dict]]:
+    """(partition, row): keys a..d spread over the partitions, event times drifting forward with disorder."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        k = rnd.choice("abcd")
+        out.append((rnd.randrange(partitions), {"k": k, "ts": T0 + i * SEC // 2 + rnd.randrange(-6 * SEC, SEC),
+                                                "v": rnd.randrange(100), "id": i}))
+    return out
+
+
+def _options(topic: str, broker, tmp_path, **extra) -> dict[str, str]:
+    return {"source": "kafka", "kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic,
+            "startingOffsets": "earliest", "valueFormat": "json", "schema": DDL, "timestampColumn": "ts",
+            "timestampUnit": "us", "keyColumns": "k", "window": "tumbling(10 seconds)", "aggregate": AGG,
+            "watermark": "bounded(2 seconds)", "maxOffsetsPerTrigger": "7", "shards": "2",
+            "stateLocation": str(tmp_path / "state"), "lateDataPath": str(tmp_path / "late"), **extra}
+
+
+def _replay(chk: str, by_partition: dict, stream: TestStream) -> None:
+    for batch, end in batches_by_offsets(chk, by_partition):
+        events = [{c: r.get(c) for c in SCHEMA.names} for r in batch]
+        stream.add_elements(pa.Table.from_pylist(events, schema=SCHEMA), watermark=end["wm"],
+                            processing_time=end["bt"])
+
+
+@pytest.mark.parametrize("trigger,mode", [
+    (None, "discarding"),
+    ("AfterWatermark(early=AfterCount(2), late=AfterCount(1))", "accumulating"),
+    ("Repeatedly(AfterCount(3))", "accumulating_and_retracting"),
+])
+def test_kafka_panes_equal_a_teststream_replay(spark, kafka_broker, tmp_path, trigger, mode):
+    topic = new_topic(kafka_broker, partitions=3)
+    recs = _records(len(mode), 60, 3)
+    produce_json(kafka_broker, topic, [r for _, r in recs], partition_of=lambda r: recs[r["id"]][0])
+    by_partition: dict = {}
+    for p, r in recs:
+        by_partition.setdefault((topic, p), []).append(r)
+    extra = {"accumulationMode": mode, **({"trigger": trigger} if trigger else {})}
+    chk = run_to_sink(spark, _options(topic, kafka_broker, tmp_path, **extra), tmp_path)
+    ups = [e["up"][topic] for _, e in offsets(chk)]
+    assert len(ups) >= 60 // 7 and sum(map(int, ups[-1].values())) == 60  # several batches, every record read
+    triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
+    retractions = DeltaTable(str(tmp_path / "panes" / "retractions")).to_pyarrow_table() \
+        if mode == "accumulating_and_retracting" else None
+
+    s = TestStream(window="tumbling(10 seconds)", aggregate=AGG, key_columns="k", timestamp_unit="us",
+                   accumulation_mode=mode, schema=SCHEMA, **({"trigger": trigger} if trigger else {}))
+    _replay(chk, by_partition, s)
+    panes = s.take_panes()
+    expected = pa.Table.from_pylist([{c: p[c] for c in triggers.column_names} for p in panes if p["kind"] == "TRIGGER"])
+    assert triggers.num_rows > 8
+    assert rows(triggers, drop=("batch_seq",)) == rows(expected, drop=("batch_seq",))
+    if retractions is not None:
+        want = pa.Table.from_pylist([{c: p[c] for c in retractions.column_names} for p in panes
+                                     if p["kind"] == "RETRACTION"])
+        assert retractions.num_rows > 0
+        assert rows(retractions, drop=("batch_seq",)) == rows(want, drop=("batch_seq",))
+    want_late = sorted(r["id"] for r in s.take_late())
+    got_late = sorted(DeltaTable(str(tmp_path / "late")).to_pyarrow_table().column("id").to_pylist()) \
+        if want_late else []
+    assert got_late == want_late
+
+
+def test_malformed_records_reach_the_late_table_with_topic_partition_offset(spark, kafka_broker, tmp_path):
+    topic = new_topic(kafka_broker, partitions=1)
+    good = [{"k": "a", "ts": T0 + i * SEC, "v": i, "id": i} for i in range(6)] + [
+        {"k": "a", "ts": T0 + 100 * SEC, "v": 0, "id": 6}]  # moves the watermark past the first window
+    values = [json.dumps(r).encode() for r in good]
+    bad = [b"{not json", json.dumps({"k": "a", "v": 1, "id": 90}).encode(),  # no event time
+           json.dumps({"k": "a", "ts": "yesterday", "v": 1, "id": 91}).encode(), None, b"[1, 2]"]
+    produce(kafka_broker, topic, [(0, b"a", v) for v in values[:3] + bad + values[3:]])
+    run_to_sink(spark, _options(topic, kafka_broker, tmp_path, maxOffsetsPerTrigger="4"), tmp_path)
+    late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table().to_pylist()
+    malformed = sorted((r["topic"], r["partition"], r["offset"], r["value"]) for r in late if r["reason"] == "malformed")
+    assert malformed == [(topic, 0, 3 + i, bad[i]) for i in range(5)]
+    panes = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
+    assert [(micros(r["window_start"]), r["n"], r["total"]) for r in panes] == [(T0, 6, sum(range(6)))]
+
+
+def test_per_partition_watermark_a_partition_behind_holds_it_back(spark, kafka_broker, tmp_path):
+    """Partition 0 is at T0+60 s, partition 1 at T0+5 s: the watermark is partition 1's max − delay,
+    not the stream's max − delay, so partition 1's window [T0, T0+10 s) is still open; the events
+    of partition 1 that the stream-wide max would have made late are on time."""
+    topic = new_topic(kafka_broker, partitions=2)
+    p0 = [(0, b"a", json.dumps({"k": "a", "ts": T0 + (50 + i) * SEC, "v": 1, "id": i}).encode()) for i in range(10)]
+    p1 = [(1, b"b", json.dumps({"k": "b", "ts": T0 + i * SEC, "v": 1, "id": 100 + i}).encode()) for i in range(6)]
+    produce(kafka_broker, topic, p0 + p1)
+    chk = run_to_sink(spark, _options(topic, kafka_broker, tmp_path, maxOffsetsPerTrigger="4"), tmp_path)
+    ends = [e for _, e in offsets(chk)]
+    last = ends[-1]  # its per-partition maxima are those of the batches before it
+    pmax = last["kwm"]["max"]
+    assert set(pmax) == {f"{topic}:0", f"{topic}:1"}
+    assert pmax[f"{topic}:0"] >= T0 + 55 * SEC and pmax[f"{topic}:1"] <= T0 + 5 * SEC
+    assert last["wm"] == pmax[f"{topic}:1"] - 2 * SEC  # the minimum over partitions of (max - 2 s)
+    assert last["max_event"] - 2 * SEC > T0 + 10 * SEC  # a stream-wide watermark would have closed [T0, T0+10 s)
+    assert not DeltaTable.is_deltatable(str(tmp_path / "late"))  # nothing late: partition 1 held the watermark
+    panes = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
+    assert not [r for r in panes if r["k"] == "b"]  # partition 1's window is still open
+
+
+def test_an_idle_partition_stops_holding_the_watermark(spark, kafka_broker, tmp_path):
+    """Partition 1 got one early record and then nothing: after watermarkIdleTimeout the watermark
+    follows partition 0 alone and partition 0's windows fire."""
+    topic = new_topic(kafka_broker, partitions=2)
+    produce(kafka_broker, topic, [(1, b"b", json.dumps({"k": "b", "ts": T0, "v": 1, "id": 0}).encode())])
+    opts = _options(topic, kafka_broker, tmp_path, watermarkIdleTimeout="2 seconds", maxOffsetsPerTrigger="50")
+    name = "idle_" + topic
+    reader = spark.readStream.format("windowed")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    q = (reader.load().writeStream.format("memory").queryName(name)
+         .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="500 milliseconds").start())
+    try:
+        import time
+        time.sleep(4)  # partition 1's record is read; then it stays idle
+        produce(kafka_broker, topic, [(0, b"a", json.dumps({"k": "a", "ts": T0 + (30 + i) * SEC, "v": 1,
+                                                             "id": i + 1}).encode()) for i in range(5)])
+        deadline = time.time() + 60
+        fired = []
+        while time.time() < deadline and not fired:
+            time.sleep(1)
+            fired = [r for r in spark.table(name).collect() if r["k"] == "a"]
+        assert q.exception() is None
+    finally:
+        q.stop()
+    last = offsets(str(tmp_path / "chk"))[-1][1]
+    assert last["wm"] >= T0 + 32 * SEC  # partition 0's max (T0+34 s) − 2 s; partition 1 (T0) no longer counts
+    assert fired and micros(fired[0]["window_start"]) == T0 + 30 * SEC
+
+
+def test_replayed_batches_read_the_same_records(spark, kafka_broker, tmp_path):
+    """Offsets per partition in the offset log: every record is read exactly once over all
+    batches, and re-running a finished query from its checkpoint reads nothing more."""
+    topic = new_topic(kafka_broker, partitions=3)
+    recs = _records(7, 40, 3)
+    produce_json(kafka_broker, topic, [r for _, r in recs], partition_of=lambda r: recs[r["id"]][0])
+    opts = _options(topic, kafka_broker, tmp_path, aggregate="count(*) AS n, collect_list(id) AS ids",
+                    watermark="bounded(1 hour)", window="global", trigger="Repeatedly(AfterCount(1))",
+                    accumulationMode="discarding")
+    chk = run_to_sink(spark, opts, tmp_path)
+    ids = sorted(i for r in DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
+                 for i in r["ids"])
+    assert ids == list(range(40))
+    n_batches = len(offsets(chk))
+    run_to_sink(spark, opts, tmp_path)  # resumes: no new records -> no new data batch
+    ids2 = sorted(i for r in DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
+                  for i in r["ids"])
+    assert ids2 == ids and len(offsets(chk)) == n_batches
