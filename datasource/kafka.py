@@ -420,7 +420,7 @@ def read_ranges(cfg: KafkaConfig, fmt_schema: tuple[str, str | None], ranges: li
                         if tp in open_ and m.offset() >= want[tp][1]:
                             open_.discard(tp)
                         continue
-                    if err.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+                    if err.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
                         raise RuntimeError(f"Kafka data loss: {tp[0]}-{tp[1]}: offsets from {want[tp][0]} are no "
                                            "longer available (deleted while the batch ran)")
                     if err.retriable() or not err.fatal():
@@ -568,7 +568,8 @@ def advance_partition_state(kwm: dict | None, start_up: dict, end_up: dict, repo
             kwm["max"][k] = max(int(v), kwm["max"].get(k, MIN_TIME))
     for t, ps in end_up.items():
         for p, off in ps.items():
-            if int(off) != (_get(start_up, t, int(p)) if _get(start_up, t, int(p)) is not None else int(off)):
+            s = _get(start_up, t, int(p))
+            if s is None or int(off) != s:  # moved (a new partition counts as having records)
                 kwm["last"][f"{t}:{p}"] = batch_time
     return kwm
 

@@ -1,0 +1,57 @@
+"""Spark's own Kafka source (``spark-sql-kafka-0-10``, the version of the installed pyspark, from
+Maven Central) plus native windows over a topic of JSON ``{k, ts (µs), v, id}`` records, run in a
+process of its own (its SparkSession needs the package's jars):
+
+    python tests/spark/_kafka_native_job.py BOOTSTRAP TOPIC OUT.json WINDOW DELAY
+
+``WINDOW``: ``tumbling:<seconds>`` (``groupBy(window(...))``) or ``session:<seconds>``
+(``session_window``); ``withWatermark(DELAY seconds)``, append mode, ``availableNow``. Writes the
+emitted windows as JSON rows ``[k, start_us, end_us, n, total]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+
+
+def kafka_package() -> str:
+    import pyspark
+    return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
+
+
+def main(bootstrap: str, topic: str, out: str, window: str, delay: str) -> int:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (SparkSession.builder.master("local[2]").appName("kafka-native")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.jars.packages", kafka_package())
+             .config("spark.jars.ivy", os.path.expanduser("~/.cache/spark-windowing/ivy"))
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+           .option("subscribe", topic).option("startingOffsets", "earliest").load())
+    ev = (raw.select(F.from_json(F.col("value").cast("string"), "k string, ts long, v long, id long").alias("j"))
+          .select("j.*").withColumn("et", F.timestamp_micros("ts")).withWatermark("et", f"{delay} seconds"))
+    kind, secs = window.split(":")
+    w = F.window("et", f"{secs} seconds") if kind == "tumbling" else F.session_window("et", f"{secs} seconds")
+    agg = ev.groupBy("k", w.alias("w")).agg(F.count("*").alias("n"), F.sum("v").alias("total"))
+    name = "native_" + os.urandom(4).hex()
+    with tempfile.TemporaryDirectory() as chk:
+        q = (agg.writeStream.outputMode("append").format("memory").queryName(name)
+             .option("checkpointLocation", chk).trigger(availableNow=True).start())
+        q.awaitTermination()
+        rows = spark.sql(f"SELECT k, unix_micros(w.start) AS s, unix_micros(w.end) AS e, n, total FROM {name}").collect()
+    with open(out, "w") as f:
+        json.dump([[r["k"], r["s"], r["e"], r["n"], r["total"]] for r in rows], f)
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:]))

@@ -1,0 +1,57 @@
+"""Parity with Spark: over the same topic, Spark's own Kafka source plus native
+``groupBy(window(...))`` / ``session_window`` (append mode: each window once, when the watermark
+passes it) emit the same windows and values as the ON_TIME panes of ``source=kafka``.
+
+The records are at most 3 s out of order under a 5 s bounded delay (no late data on either side),
+and every partition ends with a record far ahead, so the per-partition watermark (the minimum
+over partitions) and Spark's stream-wide one close the same windows."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.spark._helpers import micros, run_panes
+from tests.spark.kafka_helpers import new_topic, produce_json
+from tests.spark.test_source import SEC, T0
+
+pytestmark = pytest.mark.spark
+HERE = Path(__file__).resolve().parent
+
+
+def _native(kafka_broker, topic: str, window: str, tmp_path) -> list[list]:
+    out = tmp_path / f"native-{window.replace(':', '-')}.json"
+    env = {**os.environ, "PYTHONPATH": str(HERE.parents[1]), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}
+    proc = subprocess.run([sys.executable, str(HERE / "_kafka_native_job.py"), kafka_broker.bootstrap, topic,
+                           str(out), window, "5"], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return sorted(json.loads(out.read_text()))
+
+
+def test_same_on_time_windows_as_sparks_kafka_source_and_native_windows(spark, kafka_broker, tmp_path):
+    topic = new_topic(kafka_broker, partitions=2)
+    rnd = random.Random(3)
+    rows = []
+    for i in range(120):  # 5 keys, about one record every 0.7 s of event time, up to 3 s disorder
+        rows.append({"k": f"k{rnd.randrange(5)}", "ts": T0 + i * 700_000 - rnd.randrange(3 * SEC), "v": i, "id": i})
+    rows += [{"k": "end", "ts": T0 + 1000 * SEC, "v": 0, "id": 1000 + p} for p in range(2)]
+    produce_json(kafka_broker, topic, rows, partition_of=lambda r: r["id"] % 2)
+    for window, opt in [("tumbling:10", "tumbling(10 seconds)"), ("session:4", "session(4 seconds)")]:
+        native = _native(kafka_broker, topic, window, tmp_path)
+        ours = run_panes(spark, {
+            "source": "kafka", "kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic,
+            "startingOffsets": "earliest", "schema": "k string, ts long, v long, id long",
+            "timestampColumn": "ts", "timestampUnit": "us", "keyColumns": "k", "window": opt,
+            "aggregate": "count(*) AS n, sum(v) AS total", "watermark": "bounded(5 seconds)",
+            "stateLocation": str(tmp_path / f"state-{window}")}, str(tmp_path / f"chk-{window}"))
+        on_time = sorted([r["k"], micros(r["window_start"]), micros(r["window_end"]), r["n"], r["total"]]
+                         for r in ours.to_pylist() if r["pane_timing"] == "ON_TIME")
+        assert len(native) > 8, window
+        assert on_time == native, window
