@@ -20,16 +20,19 @@ import time
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
+import socket
+
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.objectstore import ObjectStore
-from tests.sparkcluster import SparkCluster
+from tests.objectstore import ObjectStore, free_port
+from tests.sparkcluster import SPARK_HOME, SparkCluster, _children
 
 pytestmark = pytest.mark.spark
 
 JOB = os.path.join(os.path.dirname(__file__), "_job.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHARDS = 4                      # > the cluster's 2 executor cores
 VERSIONS = 10
 SEC = 1_000_000
@@ -228,3 +231,64 @@ def test_object_store_refuses_requests_for_a_while(object_store, cluster, upstre
     _run_with_fault(object_store, cluster, upstream, tmp_path, "outage", lambda: object_store.proxy.refuse_for(5))
     assert any(r.kind == "REFUSED" for r in object_store.proxy.since(mark))
     assert _content(object_store, "outage") == clean["content"]
+
+
+# --------------------------------------------------------------------------- Spark Connect
+# The same query submitted from a Spark Connect client: a Connect server (pyspark's own
+# sbin/start-connect-server.sh; its jar ships in the pip package) driving this cluster, and a client
+# process (_job.py with an sc:// URL) that registers the format, starts the query and reads its
+# progress.
+
+@pytest.fixture(scope="module")
+def connect_server(object_store, cluster, tmp_path_factory):
+    work = tmp_path_factory.mktemp("connect")
+    port = free_port()
+    confs = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
+             "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+             "spark.driver.memory": "768m", "spark.executor.memory": "512m", "spark.executor.cores": "1",
+             "spark.cores.max": "2", "spark.ui.enabled": "false", "spark.task.maxFailures": "8",
+             "spark.sql.session.timeZone": "UTC", "spark.executorEnv.PYTHONPATH": ROOT,
+             "spark.executorEnv.PYSPARK_PYTHON": sys.executable, "spark.pyspark.python": sys.executable,
+             **{f"spark.executorEnv.{k}": v for k, v in object_store.env.items()}}
+    args = [os.path.join(SPARK_HOME, "sbin", "start-connect-server.sh"), "--wait", "--master", cluster.url]
+    for k, v in confs.items():
+        args += ["--conf", f"{k}={v}"]
+    env = {**os.environ, **object_store.env, "SPARK_HOME": SPARK_HOME, "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_LOG_DIR": str(work), "SPARK_PID_DIR": str(work), "PYTHONPATH": ROOT,
+           "PYSPARK_PYTHON": sys.executable}
+    log = open(work / "server.log", "ab")
+    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 120
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if time.time() > deadline or proc.poll() is not None:
+            raise RuntimeError(f"Spark Connect server did not start: {(work / 'server.log').read_text()[-3000:]}")
+        time.sleep(0.5)
+    yield f"sc://127.0.0.1:{port}"
+    for pid in [*_children(proc.pid), proc.pid]:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    log.close()
+
+
+@pytest.mark.slow
+def test_query_from_a_spark_connect_client(object_store, cluster, upstream, clean, connect_server, tmp_path):
+    pytest.importorskip("grpc", reason="a Spark Connect client needs pyspark[connect]")
+    config = _config(object_store, cluster, upstream, "connect", tmp_path)
+    cfg = json.loads(open(config).read())
+    cfg["master"] = connect_server
+    open(config, "w").write(json.dumps(cfg))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    out = subprocess.run([sys.executable, JOB, config], capture_output=True, text=True, env=env, timeout=400)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    progress = [json.loads(line.split(" ", 1)[1]) for line in out.stdout.splitlines() if line.startswith("PROGRESS ")]
+    clean_progress = [json.loads(line.split(" ", 1)[1]) for line in clean["output"].splitlines()
+                      if line.startswith("PROGRESS ")]
+    # the source's input rows are the panes it emitted: as many, batch by batch, as in the clean run
+    assert progress == clean_progress and len(progress) >= 10
+    assert _content(object_store, "connect") == clean["content"]
