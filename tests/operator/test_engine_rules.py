@@ -129,3 +129,30 @@ def test_session_element_beyond_lateness_is_late_even_inside_a_live_session():
         (51, "too_late", 51, 56)]
     s.advance_watermark_to(100)
     assert _summary(s.take_panes()) == [("a", 50, 61, [50, 53, 56], "ON_TIME", 100)]
+
+
+def test_touching_sessions_merge():
+    """[0,5) and [5,10) touch: one session (Flink and Spark merge them; Beam only merges overlaps)."""
+    s = _stream(window="session(5 milliseconds)")
+    s.add_elements([{"k": "a", "ts": 0}])
+    s.add_elements([{"k": "a", "ts": 5}])
+    s.advance_watermark_to(100)
+    assert _summary(s.take_panes()) == [("a", 0, 10, [0, 5], "ON_TIME", 100)]
+
+
+def test_on_time_pane_holds_the_late_elements_of_its_batch():
+    """A batch whose watermark passes the window end and that brings elements for it (within
+    allowed lateness): the elements are added first, then the trigger fires once — one ON_TIME
+    pane with them (Beam's bundle rule), not an ON_TIME pane followed by a LATE one."""
+    s = _stream(window="tumbling(10 milliseconds)", allowed_lateness="10 milliseconds")
+    s.add_elements([{"k": "a", "ts": 1}])
+    s.add_elements([{"k": "a", "ts": 5}], watermark=12)
+    assert _summary(s.take_panes()) == [("a", 0, 10, [1, 5], "ON_TIME", 12)]
+
+
+def test_one_firing_per_window_and_batch():
+    """Repeatedly(AfterCount(1)) over a bundle of three: one pane of three (per-batch firing, as
+    Beam fires per bundle; Flink, per element, would fire three times)."""
+    s = _stream(window="tumbling(10 milliseconds)", trigger="Repeatedly(AfterCount(1))")
+    s.add_elements([{"k": "a", "ts": t} for t in (1, 2, 3)])
+    assert [(p["ts_list"], p["pane_timing"]) for p in s.take_panes()] == [([1, 2, 3], "EARLY")]
