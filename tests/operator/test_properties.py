@@ -116,9 +116,9 @@ def _rarely_null(strategy, allow_null: bool):
     return st.tuples(null, strategy).map(lambda t: None if t[0] else t[1])
 
 
-def _element(allow_null: bool):
+def _element(allow_null: bool, ts_max: int = 90):
     return st.fixed_dictionaries({
-        "ts": _rarely_null(st.integers(0, 90), allow_null),
+        "ts": _rarely_null(st.integers(0, ts_max), allow_null),
         "k": _rarely_null(st.sampled_from(["a", "b"]), allow_null),
         "k2": st.just(1),
         "v": st.one_of(st.integers(-3, 9), st.integers(-3, 9), st.none()),
@@ -127,11 +127,11 @@ def _element(allow_null: bool):
 
 
 @st.composite
-def operations(draw, allow_null=True, max_ops=16):
+def operations(draw, allow_null=True, max_ops=16, ts_max=90):
     """A list of ('add', rows) | ('wm', delta) | ('pt', delta) | ('inf',) with unique row ids."""
     ops = draw(st.lists(st.one_of(
-        st.tuples(st.just("add"), st.lists(_element(allow_null), min_size=0, max_size=6)),
-        st.tuples(st.just("add"), st.lists(_element(allow_null), min_size=1, max_size=6)),
+        st.tuples(st.just("add"), st.lists(_element(allow_null, ts_max), min_size=0, max_size=6)),
+        st.tuples(st.just("add"), st.lists(_element(allow_null, ts_max), min_size=1, max_size=6)),
         st.tuples(st.just("wm"), st.integers(0, 25)),
         st.tuples(st.just("pt"), st.integers(1, 15)),
     ), max_size=max_ops))
@@ -305,13 +305,30 @@ def closed_session_specs(draw):
 
 
 @settings(max_examples=120, **SETTINGS)
-@given(spec=continuous_specs(), ops=operations().map(typeable))
+@given(spec=continuous_specs(), ops=operations(ts_max=40).map(typeable))
 def test_continuous_event_time_matches_reference_model(spec, ops):
     assert_same_as_reference(spec, ops)
 
 
-@settings(max_examples=120, **SETTINGS)
-@given(spec=closed_session_specs(), ops=operations().map(typeable))
+@st.composite
+def trickles(draw):
+    """Mostly one-element bundles close together in time, slow watermark moves: sessions close,
+    then later elements reach them, grow them and reach past their old bounds."""
+    out, wm, i = [], None, 0
+    for kind in draw(st.lists(st.sampled_from(["add", "add", "add", "wm"]), min_size=3, max_size=14)):
+        if kind == "add":
+            rows = [{"id": i + j, **r} for j, r in enumerate(draw(st.lists(_element(False, 30), min_size=1,
+                                                                         max_size=2)))]
+            i += len(rows)
+            out.append(("add", rows))
+        else:
+            wm = (0 if wm is None else wm) + draw(st.integers(0, 6))
+            out.append(("wm", wm))
+    return out
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(spec=closed_session_specs(), ops=st.one_of(operations(ts_max=30).map(typeable), trickles()))
 def test_closed_sessions_match_reference_model(spec, ops):
     assert_same_as_reference(spec, ops)
 
