@@ -44,7 +44,7 @@ from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 
 __all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "STAGING", "FORMAT_VERSION", "DataFile",
            "normalize_root", "table_uri", "open_table", "ensure_pane_table", "table_pane_schema",
-           "recorded_pane_schema", "sort_columns", "write_data_file", "file_stats", "add_action",
+           "recorded_pane_schema", "user_metadata", "sort_columns", "write_data_file", "file_stats", "add_action",
            "read_files", "filesystem", "delete_files", "delete_stale_staging"]
 
 TRIGGERS, RETRACTIONS, CURRENT = "triggers", "retractions", "current"
@@ -158,6 +158,13 @@ def _configuration(role: str, schema: pa.Schema) -> dict[str, str]:
             CONF_KEYS: json.dumps([f.name for f in keys]),
             CONF_AGGREGATES: json.dumps([f.name for f in aggregates]),
             CONF_SCHEMA: _fingerprint(schema)}
+
+
+def user_metadata(app_id: str, batch: int) -> dict[str, str]:
+    """Commit-info entries naming the writer's app id and batch: ``userMetadata`` is the commit-info
+    field Delta readers show (Spark's ``DESCRIBE HISTORY`` column ``userMetadata``; Spark drops
+    commit-info keys it does not know), a JSON object ``{"appId": ..., "batchId": ...}``."""
+    return {"userMetadata": json.dumps({"appId": app_id, "batchId": batch}, separators=(",", ":"))}
 
 
 def recorded_pane_schema(table: DeltaTable) -> str | None:

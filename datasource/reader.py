@@ -419,6 +419,8 @@ def open_store(cfg: SourceConfig, shard: int, seq: int) -> StateStore:
 def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:
     """Append late rows to the late-data Delta table exactly once per (shard, batch)."""
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    from datasource._delta import user_metadata
     app_id = f"spark-windowing-late:{cfg.state_location}:shard-{shard}"
     if DeltaTable.is_deltatable(cfg.late_data_path):
         done = DeltaTable(cfg.late_data_path).transaction_version(app_id)
@@ -426,6 +428,7 @@ def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> 
             return
     write_deltalake(cfg.late_data_path, late, mode="append", schema_mode="merge",
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, seq)],
+                                                       custom_metadata=user_metadata(app_id, seq),
                                                        max_commit_retries=50))
 
 

@@ -51,7 +51,9 @@ Exactly once per micro-batch (``batchId``):
    ``create_write_transaction`` each with the files' add actions; ``current`` one MERGE whose source
    streams the batch's trigger files and the retraction-only key+windows (never the whole batch in
    driver memory). Each commit carries ``Transaction(appId, version=batchId)``; a table whose
-   ``transaction_version(appId) >= batchId`` already holds this batch and is skipped.
+   ``transaction_version(appId) >= batchId`` already holds this batch and is skipped. The commit
+   info also names both, as ``userMetadata`` = ``{"appId": ..., "batchId": ...}`` (the column
+   Spark's ``DESCRIBE HISTORY`` shows) and ``spark_windowing.batchId``.
 3. Files of skipped tables (a replay) are deleted afterwards, and so are the staging files of
    this batch and of earlier attempts that died before their commit.
 
@@ -344,7 +346,8 @@ class _BatchCommit:
 
     def _commit_properties(self) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
-                                custom_metadata={"spark_windowing.batchId": self.batch_id, APP_ID_KEY: self.app_id})
+                                custom_metadata={"spark_windowing.batchId": self.batch_id, APP_ID_KEY: self.app_id,
+                                                 **_delta.user_metadata(self.app_id, self.batch_id)})
 
     def _check_writer(self) -> None:
         """Refuse to commit while another query holds the pane tables (see ``writerLease``)."""
