@@ -25,7 +25,7 @@ KNOWN_OPTIONS = {
     "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
-    "statebuckets", "statememoryrows",
+    "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes",
     # generator
     "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
     "starttime",
@@ -74,6 +74,8 @@ class SourceConfig:
     max_events_per_batch: int | None = None
     max_files_per_trigger: int | None = None
     starting_version: int | None = None
+    skip_change_commits: bool = False        # delta: skip commits that are not appends (Spark's option)
+    ignore_deletes: bool = False             # delta: let commits that only delete rows pass
     schema_ddl: str | None = None
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     processing_time_windows: bool = False
@@ -172,6 +174,8 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         max_events_per_batch=max_events or _int(options, "maxEventsPerBatch", minimum=1),
         max_files_per_trigger=_int(options, "maxFilesPerTrigger", minimum=1),
         starting_version=_int(options, "startingVersion", minimum=0),
+        skip_change_commits=parse_bool_option(options, "skipChangeCommits", False),
+        ignore_deletes=parse_bool_option(options, "ignoreDeletes", False),
         schema_ddl=options.get("schema"), generator=gen, processing_time_windows=processing_time,
         query_name=options.get("queryname"),
         state_buckets=_int(options, "stateBuckets", minimum=1, default=64),

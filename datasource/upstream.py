@@ -2,7 +2,8 @@
 
 Positions are plain JSON values kept in the source's offsets:
 
-* ``delta``: the table version. A micro-batch reads only the files its versions *added*.
+* ``delta``: the table version. A micro-batch reads only the files its versions *added*, by the
+  rules of Spark's Delta streaming source (``datasource.delta_source``).
 * files: an index into an append-only manifest of discovered files, recorded under
   ``<stateLocation>/sources/manifest.json`` — a replayed batch reads exactly the same files, even
   if files were added since (or their listing order changed).
@@ -30,7 +31,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from datasource import kafka, storage
+from datasource import delta_source, kafka, storage
 from datasource.options import GeneratorConfig, SourceConfig
 from spark_windowing._hash import hash_columns, mix as _mix
 from spark_windowing.errors import OptionError
@@ -63,11 +64,7 @@ def upstream_schema(cfg: SourceConfig) -> pa.Schema:
     if cfg.source == "panes":
         return panes_schema(cfg.path)
     if cfg.source == "delta":
-        from deltalake import DeltaTable
-        try:
-            return pa.schema(DeltaTable(cfg.path).schema().to_arrow())
-        except Exception as e:  # deltalake raises TableNotFoundError and friends
-            raise OptionError(opt(cfg, "path"), cfg.path, "an existing Delta table", why=str(e).splitlines()[0]) from None
+        return delta_stream(cfg, refresh=True).schema
     files = list_files(cfg)
     if not files:
         raise OptionError(opt(cfg, "schema"), None, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
@@ -115,8 +112,8 @@ def latest_position(cfg: SourceConfig, start: Any, max_files: int | None, max_ro
             return max(start, latest)
         end, files, rows = start, 0, 0
         while end < latest:
-            added = delta_added_files(cfg.path, end + 1)
-            n = sum(_row_count(f) for f in added) if max_rows is not None else 0
+            added = delta_commit_files(cfg, end + 1)
+            n = sum(f.rows if f.rows is not None else _row_count(f.uri) for f in added) if max_rows is not None else 0
             if end > start and ((max_files is not None and files + len(added) > max_files)
                                 or (max_rows is not None and rows + n > max_rows)):
                 break
@@ -156,11 +153,26 @@ def plan(cfg: SourceConfig, start: Any, end: Any) -> Any:
     if cfg.source == "panes":
         return panes_files(cfg.path, int(start), int(end))
     if cfg.source == "delta":
-        files: list[str] = []
-        for v in range(int(start) + 1, int(end) + 1):
-            files.extend(delta_added_files(cfg.path, v))
-        return files
+        files = [f for v in range(int(start) + 1, int(end) + 1) for f in delta_commit_files(cfg, v)]
+        return {"stream": delta_stream(cfg), "files": files}
     return read_manifest(cfg)[int(start):int(end)]
+
+
+_DELTA_STREAMS: dict[str, delta_source.DeltaStream] = {}
+
+
+def delta_stream(cfg: SourceConfig, *, refresh: bool = False) -> delta_source.DeltaStream:
+    """The ``delta`` upstream as the stream reads it: its schema when this driver first opened
+    it (at ``load()``), kept for the life of the driver process (see ``datasource.delta_source``)."""
+    if refresh or cfg.path not in _DELTA_STREAMS:
+        _DELTA_STREAMS[cfg.path] = delta_source.open_stream(cfg.path, opt(cfg, "path"))
+    return _DELTA_STREAMS[cfg.path]
+
+
+def delta_commit_files(cfg: SourceConfig, version: int) -> list[delta_source.AddedFile]:
+    """The files commit ``version`` of the ``delta`` upstream adds to the stream."""
+    return delta_source.added_files(delta_stream(cfg), version, skip_change_commits=cfg.skip_change_commits,
+                                    ignore_deletes=cfg.ignore_deletes)
 
 
 def delta_added_files(path: str, version: int) -> list[str]:
@@ -269,6 +281,8 @@ def read_batch(cfg: SourceConfig, planned: Any, columns: list[str] | None) -> pa
         return t if columns is None else t.select(kafka.with_record_columns(columns))
     if cfg.source == "generator":
         return generate(cfg.generator, planned[0], planned[1])
+    if cfg.source == "delta":
+        return delta_source.read_added_files(planned["stream"], planned["files"], columns)
     if not planned:
         return upstream_schema_cached(cfg, columns).empty_table()
     return read_files(cfg, planned, columns)
