@@ -1,10 +1,29 @@
 #!/usr/bin/env bash
-# Quick start, command 2: set up (virtualenv, dependencies, Java) and run the test suite.
+# Quick start, command 2: set up (virtualenvs, dependencies, Java) and run the test suite.
 # Extra arguments go to pytest, e.g. scripts/test.sh -m "not spark" -x
+#
+# Two steps, one command:
+#   1. the whole suite on the newest pyspark (.venv); tests/delta is skipped there (no delta-spark);
+#   2. the Delta interoperability tests (tests/delta: delta-spark, DuckDB's Delta extension) in
+#      .venv-delta, on the newest pyspark that delta-spark supports (see scripts/_setup_delta.sh).
+#      Step 2 runs when no arguments are given, or with SPARK_WINDOWING_DELTA_TESTS=1 (same args).
 source "$(dirname "${BASH_SOURCE[0]}")/_setup.sh"
 cd "$ROOT"
 set +e
 "$VENV/bin/python" -m pytest -m "not slow" "$@"
 rc=$?
 set -e
+if [ $# -eq 0 ] || [ "${SPARK_WINDOWING_DELTA_TESTS:-}" = 1 ]; then
+  source "$ROOT/scripts/_setup_delta.sh"
+  export PYSPARK_PYTHON="$DELTA_VENV/bin/python" PYSPARK_DRIVER_PYTHON="$DELTA_VENV/bin/python"
+  set +e
+  if [ $# -eq 0 ]; then
+    "$DELTA_VENV/bin/python" -m pytest -m "not slow" tests/delta
+  else
+    "$DELTA_VENV/bin/python" -m pytest -m "not slow" "$@"
+  fi
+  rc_delta=$?
+  set -e
+  [ $rc -ne 0 ] || rc=$rc_delta
+fi
 exit $rc

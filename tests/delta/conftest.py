@@ -1,0 +1,45 @@
+"""Fixtures of the Delta interoperability tests: one delta-spark SparkSession for the whole run.
+
+These tests need delta-spark, which supports only some pyspark versions (see
+``scripts/_setup_delta.sh``): ``scripts/test.sh`` runs them in a second virtualenv on the newest
+pyspark delta-spark supports. In a virtualenv without delta-spark they are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "spark")]   # delta_session; pane_source, sink helpers
+
+HAVE_DELTA_SPARK = importlib.util.find_spec("delta") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAVE_DELTA_SPARK:
+        return
+    skip = pytest.mark.skip(reason="needs delta-spark (pyspark <= 4.2): scripts/test.sh runs these "
+                                   "in .venv-delta")
+    for item in items:
+        if HERE in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory):
+    """A local SparkSession with delta-spark, the ``windowed`` and ``test_panes`` formats."""
+    import datasource
+    import delta_session
+    import pane_source
+
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    session = delta_session.builder("spark-windowing-delta-tests", warehouse=str(warehouse)).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    datasource.register(session)
+    pane_source.register(session)
+    yield session
+    session.stop()
