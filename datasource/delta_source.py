@@ -192,9 +192,10 @@ def _check_schema(stream: DeltaStream, version: int, metadata: Mapping[str, Any]
         now = [json.loads(f)["name"] for f in stream.fields]
         then = [json.loads(f)["name"] for f in fields]
         raise DeltaSourceError(
-            f"the delta upstream {stream.path} changes its schema at version {version} (columns "
-            f"{then}; the stream reads {now}, as of when it started): a stream reads one schema. "
-            "Restart the query with a new checkpoint and startingVersion after the change.")
+            f"the delta upstream {stream.path} has another schema at version {version} (columns "
+            f"{then}) than the stream reads ({now}, the table's schema when the query started): a "
+            "stream reads one schema. Read from a startingVersion after the schema change, with a "
+            "new checkpoint.")
     partitions = tuple(metadata.get("partitionColumns") or ())
     if partitions != stream.partition_columns:
         raise DeltaSourceError(f"the delta upstream {stream.path} changes its partition columns at version "
