@@ -34,7 +34,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 def produce(bootstrap: str, topic: str, events: int, keys: int, partitions: int) -> float:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
+    admin.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
                   "compression.type": "lz4", "queue.buffering.max.messages": 2_000_000, "log_level": 0})

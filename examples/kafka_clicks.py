@@ -53,7 +53,8 @@ def produce_clicks(bootstrap: str, events: int, seed: int = 7) -> str:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
     topic = f"clicks-{int(time.time() * 1000)}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the topic exists
+    admin.create_topics(
         [NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(30)
     rnd = random.Random(seed)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "log_level": 0})

@@ -21,7 +21,7 @@ from tests.spark._helpers import micros, run_panes
 from tests.spark.kafka_helpers import new_topic, produce_json
 from tests.spark.test_source import SEC, T0
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # not yet run green: see the issue note
 HERE = Path(__file__).resolve().parent
 
 
