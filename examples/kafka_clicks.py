@@ -104,7 +104,8 @@ def main(argv: Sequence[str] | None = None, *, spark: "SparkSession | None" = No
         _common.create_views(session, out, "clicks")
         _common.show_sql(session, "Panes by kind and timing", _common.PANE_COUNTS_SQL.format(name="clicks"))
         _common.show_sql(session, "Clicks per user and minute (current table)", PER_MINUTE_SQL)
-        _common.show_sql(session, "Malformed records (late-data table)", MALFORMED_SQL)
+        if _common.show_late_data(session, out, "clicks_late"):
+            _common.show_sql(session, "Malformed records (late-data table)", MALFORMED_SQL)
     _common.print_outputs("Kafka clicks", out, seconds, with_timeline=False)
     return out
 
