@@ -42,11 +42,21 @@ class WindowedDataSource(DataSource):
         return "table" in self.options
 
     def schema(self) -> StructType:
-        if self._is_table_read():
-            from datasource.tables import table_schema
-            return table_schema(self.options)
-        from datasource.reader import stream_schema
-        return stream_schema(self.options)
+        """Validates every option (runs at ``load()``).
+
+        Spark reports an exception raised here as ``PYTHON_DATA_SOURCE_ERROR`` followed by the
+        Python traceback, message last; the message cannot lead (the JVM builds the text), but a
+        bad option is the user's input, not our failure, so its traceback is cut to this frame.
+        ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` leaves only the message."""
+        from spark_windowing.errors import OptionError
+        try:
+            if self._is_table_read():
+                from datasource.tables import table_schema
+                return table_schema(self.options)
+            from datasource.reader import stream_schema
+            return stream_schema(self.options)
+        except OptionError as e:
+            raise e.with_traceback(None) from None
 
     def reader(self, schema: StructType) -> Any:
         from datasource.tables import PaneTableReader

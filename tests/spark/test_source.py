@@ -231,3 +231,17 @@ def test_missing_snapshot_is_an_error_naming_the_path(spark, tmp_path):
         q.awaitTermination(120)
     assert "missing state snapshot" in str(info.value)
     assert os.path.join(str(tmp_path / "state"), "shards") in str(info.value)
+
+
+def test_bad_option_error_carries_one_python_frame(spark, tmp_path):
+    """Spark puts the Python traceback before the message (PYTHON_DATA_SOURCE_ERROR); of our code
+    only the DataSource.schema frame is shown, not the option parser's internals."""
+    reader = spark.readStream.format("windowed")
+    for k, v in {**_base_options(tmp_path), "window": "tumbling(ten seconds)"}.items():
+        reader = reader.option(k, v)
+    with pytest.raises(Exception) as info:
+        reader.load()
+    text = str(info.value)
+    assert "PYTHON_DATA_SOURCE_ERROR" in text and "invalid option 'window'" in text
+    frames = [line for line in text.splitlines() if line.strip().startswith('File "')]
+    assert len(frames) == 1 and frames[0].rstrip().endswith("in schema"), text
