@@ -721,7 +721,17 @@ class ReferenceStream:
 
     # --- public API ----------------------------------------------------------------------------
 
-    def add_elements(self, rows: list[dict]) -> None:
+    def add_elements(self, rows: list[dict], *, watermark: int | None = None,
+                     processing_time: int | None = None) -> None:
+        """One bundle; ``watermark`` / ``processing_time`` (absolute, in the unit) move the clocks
+        in the same step, as one Spark micro-batch does."""
+        if watermark is not None:
+            wm = watermark * self.unit
+            if self.wm is not None and wm < self.wm:
+                raise ValueError(f"watermark cannot go back from {self.wm} to {wm}")
+            self.wm = wm
+        if processing_time is not None:
+            self.pt = max(self.pt, processing_time * self.unit)
         self._step(list(rows))
 
     def advance_watermark_to(self, t: int) -> None:
