@@ -10,7 +10,13 @@ same columns (the pane schema, DESIGN.md 4.5) and records it in its Delta config
 * ``spark_windowing.paneSchema``: JSON list of ``[name, arrow type, nullable]``, the fingerprint a
   later writer must match (:func:`ensure_pane_table`).
 
-Data files are plain Parquet (zstd), no partitioning, written straight into the table directory
+``current`` is partitioned by :data:`BUCKET_COLUMN` (``window_end_bucket``), the window end
+floored to a fixed bucket (``spark_windowing.currentBucketSeconds``, chosen when the table is
+created): a micro-batch's MERGE names the buckets of its panes, so delta-rs reads and rewrites
+only those partitions (:func:`current_bucket_seconds`; tables written before the column existed
+are unpartitioned and keep working with a MERGE over the whole table).
+
+Data files are plain Parquet (zstd), written straight into the table directory
 and committed later by the driver with ``DeltaTable.create_write_transaction``: the same protocol
 Spark's own Delta writer follows (files first, then one atomic log commit). A file that was written
 but never committed (a killed task or driver) is invisible to every reader; the sink deletes those
@@ -45,7 +51,8 @@ from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 __all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "STAGING", "FORMAT_VERSION", "DataFile",
            "normalize_root", "table_uri", "open_table", "ensure_pane_table", "table_pane_schema",
            "recorded_pane_schema", "user_metadata", "sort_columns", "write_data_file", "file_stats", "add_action",
-           "read_files", "filesystem", "delete_files", "delete_stale_staging"]
+           "read_files", "filesystem", "delete_files", "delete_stale_staging", "BUCKET_COLUMN",
+           "DEFAULT_BUCKET_SECONDS", "current_bucket_seconds", "window_end_buckets", "commit_sizes"]
 
 TRIGGERS, RETRACTIONS, CURRENT = "triggers", "retractions", "current"
 TABLES: tuple[str, ...] = (CURRENT, TRIGGERS, RETRACTIONS)
@@ -58,6 +65,11 @@ CONF_TABLE = _CONF + "table"
 CONF_KEYS = _CONF + "keyColumns"
 CONF_AGGREGATES = _CONF + "aggregateColumns"
 CONF_SCHEMA = _CONF + "paneSchema"
+CONF_BUCKET = _CONF + "currentBucketSeconds"
+
+BUCKET_COLUMN = "window_end_bucket"
+DEFAULT_BUCKET_SECONDS = 600
+_BUCKET_FORMAT = "%Y%m%dT%H%M%SZ"   # ISO 8601 basic format: no ':' in partition directory names
 
 _DESCRIPTIONS = {
     TRIGGERS: "spark-windowing panes: every TRIGGER row, appended once per micro-batch",
@@ -180,17 +192,23 @@ def open_table(uri: str) -> DeltaTable | None:
         return None
 
 
-def ensure_pane_table(root: str, role: str, schema: pa.Schema) -> DeltaTable:
+def ensure_pane_table(root: str, role: str, schema: pa.Schema, *,
+                      bucket_seconds: int = DEFAULT_BUCKET_SECONDS) -> DeltaTable:
     """Open ``root/role``, creating it for ``schema`` if missing; the recorded schema must match.
 
     ``schema`` is a table pane schema (:func:`table_pane_schema`). Raises ``ValueError`` naming the
-    table, the recorded and the new columns when the table holds another pane schema.
+    table, the recorded and the new columns when the table holds another pane schema. A new
+    ``current`` table is partitioned by :data:`BUCKET_COLUMN` with buckets of ``bucket_seconds``.
     """
     uri = table_uri(root, role)
     table = open_table(uri)
     if table is None:
-        DeltaTable.create(uri, schema, mode="ignore", name=f"panes_{role}",
-                          description=_DESCRIPTIONS[role], configuration=_configuration(role, schema),
+        configuration, partition_by, stored = _configuration(role, schema), None, schema
+        if role == CURRENT:
+            configuration[CONF_BUCKET] = str(int(bucket_seconds))
+            partition_by, stored = [BUCKET_COLUMN], schema.append(pa.field(BUCKET_COLUMN, pa.string(), False))
+        DeltaTable.create(uri, stored, mode="ignore", name=f"panes_{role}", partition_by=partition_by,
+                          description=_DESCRIPTIONS[role], configuration=configuration,
                           raise_if_key_not_exists=False)
         table = DeltaTable(uri)
     recorded = recorded_pane_schema(table)
@@ -204,6 +222,34 @@ def ensure_pane_table(root: str, role: str, schema: pa.Schema) -> DeltaTable:
             f"  DataFrame columns: {_describe(json.loads(_fingerprint(schema)))}\n"
             "Write to a new path (or delete the old tables) after changing keys or aggregates.")
     return table
+
+
+def current_bucket_seconds(table: DeltaTable) -> int | None:
+    """The bucket width of a ``current`` table partitioned by :data:`BUCKET_COLUMN`, or None for a
+    table of the first layout (unpartitioned: every MERGE reads and rewrites the whole table)."""
+    metadata = table.metadata()
+    if BUCKET_COLUMN not in metadata.partition_columns:
+        return None
+    return int(metadata.configuration[CONF_BUCKET])
+
+
+def window_end_buckets(window_end: pa.Array | pa.ChunkedArray, seconds: int) -> pa.Array | pa.ChunkedArray:
+    """The :data:`BUCKET_COLUMN` values of rows with these window ends: the end floored to
+    ``seconds`` (from the epoch, UTC), as ``YYYYMMDDTHHMMSSZ``."""
+    floored = pc.floor_temporal(window_end.cast(pa.timestamp("us", tz="UTC")), multiple=seconds, unit="second")
+    return pc.strftime(floored, format=_BUCKET_FORMAT)
+
+
+def commit_sizes(uri: str, version: int) -> dict[str, int]:
+    """What commit ``version`` of the table at ``uri`` did to its data files, from its log entry:
+    files and bytes added and removed (``bytes_removed`` counts removes that record a size)."""
+    fs, base = filesystem(uri)
+    with fs.open_input_stream(f"{base}/_delta_log/{version:020d}.json") as f:
+        actions = [json.loads(line) for line in f.read().decode().splitlines() if line.strip()]
+    adds = [a["add"] for a in actions if "add" in a]
+    removes = [a["remove"] for a in actions if "remove" in a]
+    return {"files_added": len(adds), "bytes_added": sum(int(a.get("size") or 0) for a in adds),
+            "files_removed": len(removes), "bytes_removed": sum(int(r.get("size") or 0) for r in removes)}
 
 
 def _describe(fields: list[list]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from datasource.kafka import KafkaConfig, parse_kafka_options
+from datasource.maintenance import MaintenanceOptions
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.spec import OperatorSpec, parse_bool
@@ -26,6 +27,8 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes",
+    # upkeep of the late-data table (datasource.maintenance)
+    "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     # generator
     "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
     "starttime",
@@ -79,6 +82,7 @@ class SourceConfig:
     schema_ddl: str | None = None
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     processing_time_windows: bool = False
+    late_maintenance: MaintenanceOptions = MaintenanceOptions()
     query_name: str | None = None
     state_buckets: int = 64                  # key buckets per shard (unit of loading / spilling / rewriting)
     state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
@@ -180,6 +184,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         query_name=options.get("queryname"),
         state_buckets=_int(options, "stateBuckets", minimum=1, default=64),
         state_memory_rows=_int(options, "stateMemoryRows", minimum=1, default=2_000_000), kafka=kafka,
+        late_maintenance=MaintenanceOptions.parse(options),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 

@@ -39,6 +39,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import StructType
 
 from datasource import kafka, storage, upstream
+from datasource._memory import release_arrow_memory
+from datasource.maintenance import maintain
 from datasource._types import arrow_to_spark_schema
 from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
 from spark_windowing import join
@@ -230,6 +232,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for info in storage.list_dir(f"{self.cfg.state_location}/reports"):
             if info.base_name.isdigit() and int(info.base_name) < keep_from - 20:
                 storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
+        if self.cfg.late_data_path and _is_delta_table(self.cfg.late_data_path):
+            maintain(self.cfg.late_data_path, keep_from, self.cfg.late_maintenance)
 
     def _check_state_location(self) -> None:
         """The state location records the shard count and windowing spec it was written with;
@@ -305,6 +309,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             report["partition_max_us"] = partition_max
             report["skipped_offsets"] = partition.planned["skipped"] if shard == 0 else 0
         storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
+        release_arrow_memory()
 
     def _shard_plan(self, partition: ShardPartition) -> Any:
         """What this shard reads of the batch's plan: a Kafka topic keyed by the window key
@@ -430,6 +435,11 @@ def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> 
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, seq)],
                                                        custom_metadata=user_metadata(app_id, seq),
                                                        max_commit_retries=50))
+
+
+def _is_delta_table(uri: str) -> bool:
+    from deltalake import DeltaTable
+    return DeltaTable.is_deltatable(uri)
 
 
 def _max(values: list) -> int | None:

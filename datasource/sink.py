@@ -33,13 +33,17 @@ Options (case-insensitive):
   query started on the same path while the first one runs). After a query stops, a query with
   another checkpoint may take over the path once the lease has passed (``0 seconds``: at once).
 
-Layout: no partitioning (panes are small and queried by window time and by key, and partition
-columns would multiply small files per micro-batch); each data file of ``triggers`` and
-``retractions`` is sorted by ``window_start, window_end, <keys>`` and carries min/max
-statistics (timestamps widened to whole milliseconds, as Delta stores them), so Delta readers (Spark with the Delta jars, delta-rs, DuckDB) skip files by window
-time. ``current`` is rewritten by Delta MERGE, file by file, as panes replace each other. Run
-``DeltaTable(P/<table>).optimize.compact()`` and ``.vacuum(full=True)`` from time to time, as for
-any Delta table fed by a stream.
+Layout: ``triggers`` and ``retractions`` are not partitioned (panes are small and queried by
+window time and by key, and partition columns would multiply small files per micro-batch); each of
+their data files is sorted by ``window_start, window_end, <keys>`` and carries min/max statistics
+(timestamps widened to whole milliseconds, as Delta stores them), so Delta readers (Spark with the
+Delta jars, delta-rs, DuckDB) skip files by window time. ``current`` is partitioned by
+``window_end_bucket`` (option ``currentBucket``, default 10 minutes, fixed at creation) and each
+micro-batch's MERGE names the buckets of its panes, so it reads and rewrites only the partitions
+of windows the batch touches (``datasource._delta``). After the commits, the tables are compacted,
+vacuumed and checkpointed on the schedule of ``compactEvery``, ``vacuumEvery``,
+``vacuumRetention`` and ``checkpointEvery`` (``datasource.maintenance``), and what the batch wrote
+goes to ``P/_metrics/<batchId>.json`` (``datasource.sink_metrics``).
 
 Exactly once per micro-batch (``batchId``):
 
@@ -73,6 +77,7 @@ recorded in existing tables, fails the query with a message saying why.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -85,7 +90,10 @@ from pyspark.sql.types import StructType
 
 from datasource import _delta
 from datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
+from datasource._memory import release_arrow_memory
 from datasource._types import spark_to_arrow_schema
+from datasource.maintenance import MaintenanceOptions, maintain
+from datasource.sink_metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema
@@ -98,6 +106,7 @@ APP_ID_KEY = "spark_windowing.appId"   # commitInfo field: the query that made a
 APP_ID_PREFIX = "spark-windowing-sink-"
 _QUERY_ID_PROPERTY = "sql.streaming.queryId"   # task-local properties Spark sets for a stream batch
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,8 @@ class SinkOptions:
     app_id: str | None = None
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     writer_lease_us: int = DEFAULT_WRITER_LEASE_US
+    current_bucket_seconds: int | None = None      # None: the table's (a new table: the default)
+    maintenance: MaintenanceOptions = MaintenanceOptions()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -128,7 +139,19 @@ class SinkOptions:
             raise OptionError("maxRowsPerFile", raw_rows, "a positive integer", why="not a positive integer")
         lease = parse_duration(opts.get("writerlease", "5 minutes"), option="writerLease")
         return cls(root=_delta.normalize_root(path), app_id=app_id.strip() if app_id else None,
-                   max_rows_per_file=max_rows, writer_lease_us=lease)
+                   max_rows_per_file=max_rows, writer_lease_us=lease,
+                   current_bucket_seconds=_bucket_seconds(opts.get("currentbucket")),
+                   maintenance=MaintenanceOptions.parse(opts))
+
+
+def _bucket_seconds(raw: str | None) -> int | None:
+    if raw is None:
+        return None
+    us = parse_duration(raw, option="currentBucket", allow_zero=False)
+    if us % 1_000_000:
+        raise OptionError("currentBucket", raw, "a duration in whole seconds, e.g. '10 minutes', '1 hour'",
+                          why="buckets are whole seconds")
+    return us // 1_000_000
 
 
 @dataclass
@@ -155,7 +178,9 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             raise ValueError(f"writeStream.format('windowed') writes pane rows only: {exc}. "
                              f"DataFrame columns: {schema.simpleString()}") from None
         for table in TABLES:
-            _delta.ensure_pane_table(self.options.root, table, self.schema)
+            _delta.ensure_pane_table(self.options.root, table, self.schema, bucket_seconds=(
+                self.options.current_bucket_seconds or _delta.DEFAULT_BUCKET_SECONDS))
+        _check_current_layout(self.options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
         return _TaskWriter(self.options, self.schema).run(iterator)
@@ -165,8 +190,17 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         other = {m.batch_id for m in written} - {None, batchId}
         if other:
             raise RuntimeError(f"windowed sink: commit of batch {batchId} got files of batch(es) {sorted(other)}")
+        metrics: dict[str, dict] = {}
         if written:
-            _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written)).run()
+            batch = _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written))
+            batch.run()
+            metrics = batch.metrics
+        for table in TABLES:
+            upkeep = maintain(_delta.table_uri(self.options.root, table), batchId, self.options.maintenance)
+            if upkeep:
+                metrics.setdefault(table, {})["maintenance"] = upkeep
+        write_batch_metrics(self.options.root, batchId, metrics)
+        release_arrow_memory()
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         _discard(self.options.root, _written(messages))
@@ -179,6 +213,24 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             raise RuntimeError(f"windowed sink: cannot tell the streaming query id (got {query_ids}); "
                                "set .option('appId', ...) when writing outside a streaming query")
         return APP_ID_PREFIX + query_ids.pop()
+
+
+def _check_current_layout(options: SinkOptions) -> None:
+    """A ``currentBucket`` option must match the bucket ``current`` was created with (a window's
+    row must stay in one partition for life); a ``current`` of the first, unpartitioned layout
+    keeps working (every MERGE rewrites the whole table) and is reported in the log."""
+    current = DeltaTable(_delta.table_uri(options.root, CURRENT))
+    recorded = _delta.current_bucket_seconds(current)
+    if recorded is None:
+        _log.warning("windowed sink: %s/current predates the window_end_bucket layout; each micro-batch "
+                     "rewrites the whole table. Move it aside and let the sink recreate it (see the "
+                     "README, 'Long-running streams') to make MERGE cost follow the batch.", options.root)
+    wanted = options.current_bucket_seconds
+    if wanted is not None and wanted != recorded:
+        have = "unpartitioned (first layout)" if recorded is None else f"{recorded} seconds"
+        raise OptionError("currentBucket", f"{wanted} seconds", f"the table's own bucket ({have}) or no option",
+                          why=f"{options.root}/current was created with another bucket; it is fixed for "
+                              "the table's life")
 
 
 def _written(messages: Iterable[WriterCommitMessage | None]) -> list[PaneFilesMessage]:
@@ -235,6 +287,9 @@ class _TaskWriter:
         except BaseException:
             _discard(self.options.root, [PaneFilesMessage(None, None, tuple(self.files), tuple(self.deletes))])
             raise
+        finally:
+            self.buffers, self.keys = {}, {}
+            release_arrow_memory()
         return PaneFilesMessage(query_id, batch_id, tuple(self.files), tuple(self.deletes))
 
     def _flush(self, table: str, *, full_only: bool) -> None:
@@ -321,6 +376,7 @@ class _BatchCommit:
     messages: Sequence[PaneFilesMessage]
     batch_id: int
     app_id: str
+    metrics: dict[str, dict] = field(default_factory=dict)   # per table: what this batch wrote
 
     def run(self) -> None:
         root = self.options.root
@@ -377,6 +433,8 @@ class _BatchCommit:
         if files:
             dt.create_write_transaction([_delta.add_action(f) for f in files], mode="append",
                                         schema=dt.schema(), commit_properties=self._commit_properties())
+            self.metrics[table] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
+                                   "files_removed": 0, "bytes_removed": 0}
         return True
 
     def _merge_current(self, trigger_paths: list[str], staged: list[str]) -> None:
@@ -386,26 +444,47 @@ class _BatchCommit:
         deletes = self._retraction_only(trigger_paths, staged)
         if not trigger_paths and deletes.num_rows == 0:
             return
+        bucket = _delta.current_bucket_seconds(dt)
         source_schema = pa.schema([f.with_nullable(True) for f in self.schema])
+        if bucket is not None:
+            source_schema = source_schema.append(pa.field(_delta.BUCKET_COLUMN, pa.string()))
         source = pa.RecordBatchReader.from_batches(
-            source_schema, self._source_batches(source_schema, trigger_paths, deletes))
+            source_schema, self._source_batches(source_schema, trigger_paths, deletes, bucket))
         on = " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in _key_window_columns(self.schema))
+        if bucket is not None:  # the partitions that can hold the batch's windows: delta-rs prunes the rest
+            buckets = self._buckets(trigger_paths, deletes, bucket)
+            on += f" AND t.{_delta.BUCKET_COLUMN} IN ({', '.join(repr(b) for b in buckets)})"
         trigger, retraction = f"s.kind = '{KIND_TRIGGER}'", f"s.kind = '{KIND_RETRACTION}'"
-        (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
-                  commit_properties=self._commit_properties())
-           .when_matched_update_all(predicate=trigger)
-           .when_matched_delete(predicate=retraction)
-           .when_not_matched_insert_all(predicate=trigger)
-           .execute())
+        merged = (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
+                           commit_properties=self._commit_properties())
+                  .when_matched_update_all(predicate=trigger)
+                  .when_matched_delete(predicate=retraction)
+                  .when_not_matched_insert_all(predicate=trigger)
+                  .execute())
+        self.metrics[CURRENT] = {**_delta.commit_sizes(_delta.table_uri(self.options.root, CURRENT), dt.version()),
+                                 "rows_copied": merged.get("num_target_rows_copied", 0),
+                                 "files_scanned": merged.get("num_target_files_scanned", 0)}
+
+    def _buckets(self, trigger_paths: list[str], deletes: pa.Table, seconds: int) -> list[str]:
+        """The distinct ``window_end_bucket`` values of the batch's panes (read: window_end only)."""
+        ends = [b.column(0) for b in _delta.read_files(self.options.root, TRIGGERS, trigger_paths,
+                                                      columns=["window_end"])]
+        ends += deletes.column("window_end").chunks
+        values: set[str] = set()
+        for end in ends:
+            values.update(pc.unique(_delta.window_end_buckets(end, seconds)).to_pylist())
+        return sorted(values)
 
     def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
-                        deletes: pa.Table) -> Iterator[pa.RecordBatch]:
+                        deletes: pa.Table, bucket: int | None) -> Iterator[pa.RecordBatch]:
         for batch in _delta.read_files(self.options.root, TRIGGERS, trigger_paths):
-            yield batch.cast(schema)
+            yield _with_bucket(batch, bucket).cast(schema)
         for batch in deletes.to_batches():
             n = batch.num_rows
             columns = [batch.column(f.name) if f.name in deletes.column_names
                        else pa.array([KIND_RETRACTION] * n, f.type) if f.name == "kind"
+                       else _delta.window_end_buckets(batch.column("window_end"), bucket)
+                       if f.name == _delta.BUCKET_COLUMN
                        else pa.nulls(n, f.type) for f in schema]
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -427,6 +506,12 @@ class _BatchCommit:
             if candidates.num_rows == 0:
                 break
         return candidates
+
+
+def _with_bucket(batch: pa.RecordBatch, seconds: int | None) -> pa.RecordBatch:
+    if seconds is None:
+        return batch
+    return batch.append_column(_delta.BUCKET_COLUMN, _delta.window_end_buckets(batch.column("window_end"), seconds))
 
 
 def _quote(name: str) -> str:

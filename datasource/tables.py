@@ -102,7 +102,10 @@ class TableOptions:
 def table_schema(options: Mapping[str, str]) -> StructType:
     """The Spark schema of the pane table named by ``options``."""
     table = TableOptions.parse(options).open()
-    return arrow_to_spark_schema(pa.schema(table.schema().to_arrow()))
+    schema = pa.schema(table.schema().to_arrow())
+    if _delta.BUCKET_COLUMN in schema.names:   # current's partition column: not a pane column
+        schema = schema.remove(schema.get_field_index(_delta.BUCKET_COLUMN))
+    return arrow_to_spark_schema(schema)
 
 
 class PaneTableReader(DataSourceReader):

@@ -291,7 +291,7 @@ def run_to_end(panes: "DataFrame", out: Outputs, *, query_name: str, spark: "Spa
     from datasource.progress import attach_progress
 
     printer = _ProgressPrinter(query_name)
-    listener = attach_progress(spark, printer)
+    listener = attach_progress(spark, printer, pane_paths={query_name: out.panes})
     started = time.monotonic()
     try:
         query = (panes.writeStream.format("windowed").queryName(query_name)

@@ -214,3 +214,23 @@ def test_listener_default_sink_prints(state, ev, capsys):
     WindowedProgressListener().onQueryProgress(progress_event(
         12, [("windowed", (None, windowed_offset(state, 12)))], name=None))
     assert capsys.readouterr().out == EXAMPLE.replace("[clicks]", f"[{QID[:8]}]") + "\n"
+
+
+def test_progress_lines_say_what_the_batch_wrote_to_the_pane_tables(state, ev, tmp_path):
+    from datasource.sink_metrics import write_batch_metrics
+
+    panes = str(tmp_path / "panes")
+    write_batch_metrics(panes, 12, {
+        "current": {"files_added": 2, "bytes_added": 1_234_000, "files_removed": 2, "bytes_removed": 1_100_000,
+                    "rows_copied": 900, "files_scanned": 2},
+        "triggers": {"files_added": 1, "bytes_added": 85_000, "files_removed": 0, "bytes_removed": 0,
+                     "maintenance": {"compacted": {"numFilesAdded": 1, "numFilesRemoved": 50}, "vacuumed": 49}}})
+    windowed = ("windowed", (windowed_offset(state, 11), windowed_offset(state, 12)))
+
+    got = progress_lines(progress_event(12, [windowed]).progress, {"clicks": panes})
+    missing = progress_lines(progress_event(12, [windowed]).progress, {"clicks": str(tmp_path / "elsewhere")})
+
+    assert got == [EXAMPLE + " | sink current +1.2 MB -1.1 MB (2 files read), triggers +85.0 kB"
+                             " | upkeep triggers: compacted 50 -> 1 files, vacuumed 49"]
+    assert missing == [EXAMPLE + " | sink metrics missing"]
+    assert progress_lines(progress_event(12, [windowed]).progress, {"other": panes}) == [EXAMPLE]

@@ -8,6 +8,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
+from datasource._delta import BUCKET_COLUMN
+
 TABLE_NAMES = ("triggers", "retractions", "current")
 
 
@@ -34,7 +36,16 @@ def run_pipeline(spark, path: Path, checkpoint: Path, *, batches: int, keys: int
 
 
 def read_delta(path: Path, table: str) -> pa.Table:
-    return DeltaTable(str(path / table)).to_pyarrow_table()
+    return pane_table(path / table)
+
+
+def pane_table(uri, version: int | None = None) -> pa.Table:
+    """A pane table's rows as ``deltalake`` reads them, without ``current``'s partition column
+    (``window_end_bucket``, a function of ``window_end``)."""
+    table = DeltaTable(str(uri), version=version).to_pyarrow_table()
+    if BUCKET_COLUMN in table.column_names:
+        table = table.drop_columns([BUCKET_COLUMN])
+    return table
 
 
 def rows(table: pa.Table) -> list[tuple]:

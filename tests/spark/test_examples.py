@@ -22,6 +22,7 @@ import pytest
 from deltalake import DeltaTable
 
 from datasource.progress import read_batch_report
+from sink_helpers import pane_table
 
 pytestmark = pytest.mark.spark
 
@@ -38,7 +39,7 @@ def example(monkeypatch):
 
 
 def _table(path: Path) -> pa.Table:
-    return DeltaTable(str(path)).to_pyarrow_table()
+    return pane_table(path)
 
 
 def _pane_tables(out) -> dict[str, pa.Table]:

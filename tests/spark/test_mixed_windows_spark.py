@@ -12,6 +12,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from spark_windowing.testing import TestStream
 from tests.spark._helpers import replay_versions, rows, run_to_sink
+from tests.spark.sink_helpers import pane_table
 from tests.spark.test_source import SEC, T0, _ts
 
 pytestmark = pytest.mark.spark
@@ -44,7 +45,7 @@ def test_mixed_window_through_spark_into_delta(spark, tmp_path, window):
             "shards": "2", "stateLocation": str(tmp_path / "state"), "lateDataPath": str(tmp_path / "late")}
     chk = run_to_sink(spark, opts, tmp_path)
     triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table()
-    current = DeltaTable(str(tmp_path / "panes" / "current")).to_pyarrow_table()
+    current = pane_table(tmp_path / "panes" / "current")
     late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table()
 
     s = TestStream(window=window, aggregate=AGG, key_columns="k", timestamp_unit="us")

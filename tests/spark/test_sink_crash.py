@@ -29,7 +29,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 import pane_source
-from sink_helpers import TABLE_NAMES, rows, run_pipeline, table_rows
+from sink_helpers import TABLE_NAMES, pane_table, rows, run_pipeline, table_rows
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -203,7 +203,7 @@ def _assert_current_is_last_trigger(panes: Path) -> None:
             expected[kw] = r
         elif expected.get(kw, {}).get("batch_seq") != seq:      # no trigger for it in this batch
             expected.pop(kw, None)
-    current = DeltaTable(str(panes / "current")).to_pyarrow_table().to_pylist()
+    current = pane_table(panes / "current").to_pylist()
     assert len(current) == len({(r["user_id"], r["window_start"], r["window_end"]) for r in current})
     assert {(r["user_id"], r["window_start"], r["window_end"]): r for r in current} == expected
 

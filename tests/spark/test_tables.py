@@ -17,7 +17,7 @@ from pyspark.sql.types import (ArrayType, DateType, DecimalType, LongType, MapTy
 import pane_source
 from datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from datasource.tables import TOP_KEYS_PER_WINDOW_SQL, TableOptions
-from sink_helpers import TABLE_NAMES, run_pipeline
+from sink_helpers import TABLE_NAMES, pane_table, run_pipeline
 from spark_windowing.errors import OptionError
 
 
@@ -32,7 +32,7 @@ def pane_tables(spark, tmp_path_factory):
 
 def deltalake_frame(spark, path, table, version=None):
     """The table as ``deltalake`` reads it, as a Spark DataFrame with the table's schema."""
-    data = DeltaTable(str(path / table), version=version).to_pyarrow_table()
+    data = pane_table(path / table, version)
     schema = arrow_to_spark_schema(data.schema)
     return spark.createDataFrame([tuple(r.values()) for r in data.to_pylist()], schema)
 
@@ -72,7 +72,7 @@ def test_top_keys_per_window(spark, pane_tables):
 
     got = spark.sql(TOP_KEYS_PER_WINDOW_SQL)
 
-    current = DeltaTable(str(pane_tables / "current")).to_pyarrow_table().to_pylist()
+    current = pane_table(pane_tables / "current").to_pylist()
     by_window: dict[tuple, list[dict]] = {}
     for r in current:
         by_window.setdefault((r["window_start"], r["window_end"]), []).append(r)

@@ -1,0 +1,85 @@
+"""What each micro-batch did to the pane tables: ``P/_metrics/<batchId>.json``, one per batch.
+
+Written by the sink's commit on the driver (``datasource.sink``), read by the progress line
+(``datasource.progress``) and by benchmarks. Per table (``triggers``, ``retractions``,
+``current``): ``files_added``, ``bytes_added``, ``files_removed``, ``bytes_removed`` of the
+batch's commit (for ``current``, its MERGE, plus ``rows_copied`` and ``files_scanned``: the
+target rows rewritten unchanged and the files read), and ``maintenance`` when compaction, vacuum
+or a log checkpoint ran (``datasource.maintenance``). A table the batch did not change is absent.
+The files of the last 100 batches are kept.
+"""
+
+from __future__ import annotations
+
+import json
+
+__all__ = ["METRICS_DIR", "write_batch_metrics", "read_batch_metrics", "format_sink_metrics"]
+
+METRICS_DIR = "_metrics"
+_KEEP = 100
+
+
+def _fs(root: str):
+    from datasource.storage import filesystem
+    return filesystem(root)
+
+
+def write_batch_metrics(root: str, batch_id: int, tables: dict[str, dict]) -> None:
+    fs, base = _fs(root)
+    fs.create_dir(f"{base}/{METRICS_DIR}", recursive=True)
+    with fs.open_output_stream(f"{base}/{METRICS_DIR}/{batch_id}.json") as f:
+        f.write(json.dumps({"batch_id": batch_id, "tables": tables}).encode())
+    try:
+        fs.delete_file(f"{base}/{METRICS_DIR}/{batch_id - _KEEP}.json")
+    except FileNotFoundError:
+        pass
+
+
+def read_batch_metrics(root: str, batch_id: int) -> dict | None:
+    """What the sink recorded for ``batch_id`` (None: nothing, e.g. not committed yet)."""
+    fs, base = _fs(root)
+    try:
+        with fs.open_input_stream(f"{base}/{METRICS_DIR}/{batch_id}.json") as f:
+            return json.loads(f.read())
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+
+
+def format_sink_metrics(metrics: dict) -> str:
+    """A compact summary: bytes written per table (``current``: + written / - dropped, files
+    read by the MERGE) and the upkeep that ran.
+
+    >>> format_sink_metrics({"tables": {"current": {"files_added": 2, "bytes_added": 1_200_000,
+    ...     "files_removed": 2, "bytes_removed": 1_100_000, "files_scanned": 2},
+    ...     "triggers": {"files_added": 2, "bytes_added": 85_000, "maintenance": {
+    ...         "compacted": {"numFilesAdded": 1, "numFilesRemoved": 50}, "vacuumed": 48}}}})
+    'sink current +1.2 MB -1.1 MB (2 files read), triggers +85.0 kB | upkeep triggers: compacted 50 -> 1 files, vacuumed 48'
+    """
+    from datasource.progress import format_bytes as _bytes
+
+    tables = metrics.get("tables", {})
+    parts, upkeep = [], []
+    for name in ("current", "triggers", "retractions"):
+        t = tables.get(name)
+        if not t:
+            continue
+        if t.get("files_added") or t.get("files_removed"):
+            text = f"{name} +{_bytes(t.get('bytes_added', 0))}"
+            if t.get("files_removed"):
+                text += f" -{_bytes(t.get('bytes_removed', 0))}"
+            if "files_scanned" in t:
+                text += f" ({t['files_scanned']} files read)"
+            parts.append(text)
+        m = t.get("maintenance")
+        if m:
+            did = []
+            if "compacted" in m:
+                did.append(f"compacted {m['compacted']['numFilesRemoved']} -> {m['compacted']['numFilesAdded']} files")
+            if m.get("vacuumed"):
+                did.append(f"vacuumed {m['vacuumed']}")
+            if "checkpoint" in m:
+                did.append(f"checkpoint at v{m['checkpoint']}")
+            if did:
+                upkeep.append(f"{name}: " + ", ".join(did))
+    line = "sink " + (", ".join(parts) if parts else "nothing written")
+    return line + (" | upkeep " + "; ".join(upkeep) if upkeep else "")
