@@ -8,15 +8,17 @@ table) keep their tables in shape themselves, on the driver, right after a micro
 apply to its late-data table):
 
 * ``compactEvery`` (default 50): every N micro-batches, ``optimize.compact()`` rewrites small
-  files into files of up to 128 MiB (per partition of ``current``). ``0``: never.
+  files into files of up to 32 MiB (per partition of ``current``; a file that reached it is left
+  alone, so a compaction rewrites at most that much per table). ``0``: never.
 * ``vacuumEvery`` (default 50): every N micro-batches, ``vacuum()`` deletes data files that left
   the table (rewritten by MERGE or compaction) more than ``vacuumRetention`` ago. ``0``: never.
 * ``vacuumRetention`` (default ``7 days``, Delta's default): how long a file stays after it left
   the table, so that a reader of an older table version (time travel, a query that pinned a
   version) still finds its files. Recorded as the table property
   ``delta.deletedFileRetentionDuration``, which Spark's own ``VACUUM`` honours too.
-* ``checkpointEvery`` (default 100): a Delta log checkpoint whenever N commits have passed since
-  the last one, so opening a table reads one Parquet checkpoint plus at most N JSON entries.
+* ``checkpointEvery`` (default 100): every N micro-batches, a Delta log checkpoint (when the table
+  changed since the last one), so opening a table reads one Parquet checkpoint plus about N JSON
+  entries (one commit per table and micro-batch, plus upkeep commits).
 
 Exactly once is untouched: compaction and vacuum change which files hold the rows, never the rows;
 their commits carry no app transaction, and the app-transaction versions the sink's batches
@@ -40,7 +42,7 @@ __all__ = ["MaintenanceOptions", "MAINTENANCE_OPTIONS", "maintain", "last_checkp
 
 MAINTENANCE_OPTIONS = ("compactevery", "vacuumevery", "vacuumretention", "checkpointevery")
 _RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
-TARGET_FILE_BYTES = 128 * 1024 * 1024
+TARGET_FILE_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ def maintain(uri: str, batch_id: int, options: MaintenanceOptions) -> dict[str, 
     from deltalake import DeltaTable
 
     done: dict[str, object] = {}
+    checkpoint = _due(batch_id, options.checkpoint_every)
+    if not (checkpoint or _due(batch_id, options.compact_every) or _due(batch_id, options.vacuum_every)):
+        return done        # most batches: not even the table's log is read
     started = time.perf_counter()
     table = DeltaTable(uri)
     if _due(batch_id, options.compact_every):
@@ -107,7 +112,7 @@ def maintain(uri: str, batch_id: int, options: MaintenanceOptions) -> dict[str, 
             table = DeltaTable(uri)
         done["vacuumed"] = len(table.vacuum(dry_run=False, enforce_retention_duration=False))
     version = table.version()
-    if version - (last_checkpoint_version(uri) or 0) >= options.checkpoint_every:
+    if checkpoint and version > (last_checkpoint_version(uri) or 0):
         table.create_checkpoint()
         done["checkpoint"] = version
     if done:

@@ -131,13 +131,13 @@ def test_a_reader_of_an_older_version_within_retention_still_works(tmp_path):
     assert table_rows(tmp_path) == _model(13, 4)
 
 
-def test_log_checkpoints_every_n_commits(tmp_path):
+def test_log_checkpoints_every_n_batches(tmp_path):
     writer = _writer(tmp_path, checkpointEvery="5", **NO_UPKEEP)
     _run(writer, range(12), keys=3)
 
     for t in TABLE_NAMES:
         version = DeltaTable(str(tmp_path / t)).version()
-        assert version - last_checkpoint_version(str(tmp_path / t)) < 5
+        assert version - last_checkpoint_version(str(tmp_path / t)) <= 2   # batch 10's
         assert (tmp_path / t / "_delta_log" / f"{last_checkpoint_version(str(tmp_path / t)):020d}.checkpoint.parquet").exists()
 
 

@@ -181,6 +181,8 @@ def test_conf_defaults_and_explicit_options(spark, tmp_path):
     ("allowedLateness", "-5 seconds", "allowedLateness"),
     ("keyColumns", "nope", "nope"),
     ("source", "kafka", "delta, parquet, json, csv, generator"),
+    ("compactEvery", "-1", "an integer >= 0"),
+    ("vacuumRetention", "soon", "a Spark interval"),
 ])
 def test_bad_options_fail_at_load(spark, tmp_path, option, value, fragment):
     _write_versions(str(tmp_path / "events"), _bundles(1, n_bundles=1))
@@ -214,6 +216,30 @@ def test_late_and_malformed_events_go_to_the_late_table_once(spark, tmp_path):
     assert got == [("a", 10, "too_late"), ("b", 20, "malformed"), (None, 30, "malformed")]
     run_noop(spark, opts, chk)  # restart on the same checkpoint: nothing new, nothing written twice
     assert DeltaTable(late).to_pyarrow_table().num_rows == 3
+
+
+def test_the_late_table_is_compacted_and_vacuumed_with_the_same_rows(spark, tmp_path):
+    from deltalake import DeltaTable
+
+    def late_rows(upkeep: dict[str, str], name: str) -> tuple[list, DeltaTable]:
+        opts = {"source": "generator", "totalEvents": "3000", "eventsPerBatch": "300", "keys": "5",
+                "lateFraction": "0.2", "timestampColumn": "event_time", "keyColumns": "user_id",
+                "window": "tumbling(10 seconds)", "aggregate": "count(*) AS n",
+                "watermark": "bounded(0 seconds)", "allowedLateness": "0 seconds",
+                "lateDataPath": str(tmp_path / name / "late"), "stateLocation": str(tmp_path / name / "state"),
+                **upkeep}
+        run_noop(spark, opts, str(tmp_path / name / "chk"))
+        table = DeltaTable(str(tmp_path / name / "late"))
+        got = table.to_pyarrow_table().select(["event_id", "reason", "window_start"]).to_pylist()
+        return sorted(tuple(r.values()) for r in got), table
+
+    plain, _ = late_rows({"compactEvery": "0", "vacuumEvery": "0"}, "plain")
+    kept, table = late_rows({"compactEvery": "3", "vacuumEvery": "3", "vacuumRetention": "0 seconds"}, "kept")
+
+    assert kept == plain and len(kept) > 100
+    assert "OPTIMIZE" in [h["operation"] for h in table.history()]
+    on_disk = {p.name for p in (tmp_path / "kept" / "late").glob("*.parquet")}
+    assert len(on_disk) < 2 * 9 and {os.path.basename(u) for u in table.file_uris()} <= on_disk
 
 
 def test_missing_snapshot_is_an_error_naming_the_path(spark, tmp_path):
