@@ -218,30 +218,6 @@ def test_late_and_malformed_events_go_to_the_late_table_once(spark, tmp_path):
     assert DeltaTable(late).to_pyarrow_table().num_rows == 3
 
 
-def test_the_late_table_is_compacted_and_vacuumed_with_the_same_rows(spark, tmp_path):
-    from deltalake import DeltaTable
-
-    def late_rows(upkeep: dict[str, str], name: str) -> tuple[list, DeltaTable]:
-        opts = {"source": "generator", "totalEvents": "3000", "eventsPerBatch": "300", "keys": "5",
-                "lateFraction": "0.2", "timestampColumn": "event_time", "keyColumns": "user_id",
-                "window": "tumbling(10 seconds)", "aggregate": "count(*) AS n",
-                "watermark": "bounded(0 seconds)", "allowedLateness": "0 seconds",
-                "lateDataPath": str(tmp_path / name / "late"), "stateLocation": str(tmp_path / name / "state"),
-                **upkeep}
-        run_noop(spark, opts, str(tmp_path / name / "chk"))
-        table = DeltaTable(str(tmp_path / name / "late"))
-        got = table.to_pyarrow_table().select(["event_id", "reason", "window_start"]).to_pylist()
-        return sorted(tuple(r.values()) for r in got), table
-
-    plain, _ = late_rows({"compactEvery": "0", "vacuumEvery": "0"}, "plain")
-    kept, table = late_rows({"compactEvery": "3", "vacuumEvery": "3", "vacuumRetention": "0 seconds"}, "kept")
-
-    assert kept == plain and len(kept) > 100
-    assert "OPTIMIZE" in [h["operation"] for h in table.history()]
-    on_disk = {p.name for p in (tmp_path / "kept" / "late").glob("*.parquet")}
-    assert len(on_disk) < 2 * 9 and {os.path.basename(u) for u in table.file_uris()} <= on_disk
-
-
 def test_missing_snapshot_is_an_error_naming_the_path(spark, tmp_path):
     _write_versions(str(tmp_path / "events"), _bundles(3, n_bundles=2))
     opts = _base_options(tmp_path, keyColumns="k")
