@@ -7,8 +7,8 @@ pyspark delta-spark supports. In a virtualenv without delta-spark they are skipp
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import pytest
@@ -16,7 +16,18 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "spark")]   # delta_session; pane_source, sink helpers
 
-HAVE_DELTA_SPARK = importlib.util.find_spec("delta") is not None
+
+def _have_delta_spark() -> bool:
+    # by its distribution, not find_spec("delta"): with tests/ on sys.path (pytest's rootdir
+    # conftest), this very directory would pass for a ``delta`` namespace package
+    try:
+        distribution("delta-spark")
+    except PackageNotFoundError:
+        return False
+    return True
+
+
+HAVE_DELTA_SPARK = _have_delta_spark()
 
 
 def pytest_collection_modifyitems(config, items):
