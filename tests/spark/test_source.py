@@ -180,7 +180,7 @@ def test_conf_defaults_and_explicit_options(spark, tmp_path):
     ("aggregate", "summ(v)", "unknown aggregate function"),
     ("allowedLateness", "-5 seconds", "allowedLateness"),
     ("keyColumns", "nope", "nope"),
-    ("source", "kafka", "delta, parquet, json, csv, generator"),
+    ("source", "kinesis", "delta, parquet, json, csv, generator, panes, kafka"),
     ("compactEvery", "-1", "an integer >= 0"),
     ("vacuumRetention", "soon", "a Spark interval"),
 ])
