@@ -2,7 +2,7 @@
 
 A pane table set lives under one root ``P``: ``P/triggers``, ``P/retractions``, ``P/current``
 (:data:`TABLES`), and ``P/_staging`` for the sink's per-batch scratch files. Every table has the
-same columns (the pane schema, DESIGN.md 4.5) and records it in its Delta configuration:
+same columns (the pane schema, `spark_windowing.panes`) and records it in its Delta configuration:
 
 * ``spark_windowing.formatVersion`` = ``1``
 * ``spark_windowing.table`` = ``triggers`` | ``retractions`` | ``current``

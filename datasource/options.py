@@ -116,7 +116,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     options = {k.lower(): v for k, v in raw.items()}
     unknown = sorted(k for k in set(options) - KNOWN_OPTIONS - {"table"} if not k.startswith("kafka."))
     if unknown:
-        raise OptionError(unknown[0], options[unknown[0]], "the options of DESIGN.md section 3: " +
+        raise OptionError(unknown[0], options[unknown[0]], "the options listed in the README (Options): " +
                           ", ".join(sorted(KNOWN_OPTIONS)), why="unknown option")
     source = _require(options, "source", ", ".join(SOURCES)).lower()
     if source not in SOURCES:

@@ -1,6 +1,6 @@
 """``spark.readStream.format("windowed")``: the windowed operator inside a Python stream reader.
 
-Data flow per micro-batch (DESIGN.md section 2)::
+Data flow per micro-batch::
 
     latestOffset(start)  driver: upstream position, batch time, global watermark  -> end offset
     partitions(s, e)     driver: one partition per key shard (all shards, every batch)

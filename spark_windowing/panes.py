@@ -1,6 +1,6 @@
 """The pane schema: the rows the operator emits, the Spark source yields and the sink writes.
 
-A pane row is (DESIGN.md 4.5)::
+A pane row is::
 
     <key columns> · window_start · window_end · <aggregate columns> · kind · pane_timing
     · pane_index · is_final · pane_timestamp · watermark · batch_time · batch_seq

@@ -1,5 +1,5 @@
 """Bad settings fail at construction with an OptionError naming the option, the bad value and the
-accepted forms (DESIGN.md section 3) — and valid-but-unusual input is not rejected."""
+accepted forms (the README's Options section) — and valid-but-unusual input is not rejected."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Test-only streaming DataSource ``format("test_panes")``: hand-made, deterministic pane rows.
 
 Source batch ``b`` (0-based) is a pure function of ``b`` and the options, so a replayed offset
-range yields the same rows (what the real windowed source guarantees, DESIGN.md 2). The rows
+range yields the same rows (what the real windowed source guarantees). The rows
 imitate ``accumulating_and_retracting`` panes of two kinds of keys::
 
     tumbling keys u<k>, 1-minute windows, window w covers source batches 3w, 3w+1, 3w+2
