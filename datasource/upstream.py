@@ -32,19 +32,17 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from datasource import delta_source, kafka, storage
+from datasource.ddl import DDL_FORMS, parse_ddl
 from datasource.options import GeneratorConfig, SourceConfig
+from spark_windowing._arrow import get_column
 from spark_windowing._hash import hash_columns, mix as _mix
 from spark_windowing.errors import OptionError
-from spark_windowing.operator import get_column
 
 GENERATOR_SCHEMA = pa.schema([
     ("user_id", pa.string()), ("page", pa.string()),
     ("event_time", pa.timestamp("us", tz="UTC")), ("amount", pa.float64()), ("event_id", pa.int64()),
 ])
 _PAGES = np.array(["home", "search", "product", "cart", "checkout"], dtype=object)
-_DDL_TYPES = {"string": pa.string(), "long": pa.int64(), "bigint": pa.int64(), "int": pa.int32(),
-              "integer": pa.int32(), "double": pa.float64(), "float": pa.float32(), "boolean": pa.bool_(),
-              "timestamp": pa.timestamp("us", tz="UTC"), "date": pa.date32()}
 
 
 # ---------------------------------------------------------------------- schema discovery
@@ -67,20 +65,9 @@ def upstream_schema(cfg: SourceConfig) -> pa.Schema:
         return delta_stream(cfg, refresh=True).schema
     files = list_files(cfg)
     if not files:
-        raise OptionError(opt(cfg, "schema"), None, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
+        raise OptionError(opt(cfg, "schema"), None, DDL_FORMS,
                           why=f"{cfg.path} has no {cfg.source} files yet to take the schema from; pass it")
     return read_files(cfg, files[:1], columns=None).schema
-
-
-def parse_ddl(ddl: str, option: str = "schema") -> pa.Schema:
-    fields = []
-    for item in ddl.split(","):
-        parts = item.split()
-        if len(parts) != 2 or parts[1].lower() not in _DDL_TYPES:
-            raise OptionError(option, ddl, "'name type, ...' with types " + ", ".join(_DDL_TYPES),
-                              why=f"cannot parse {item.strip()!r}")
-        fields.append(pa.field(parts[0].strip("`"), _DDL_TYPES[parts[1].lower()]))
-    return pa.schema(fields)
 
 
 # ---------------------------------------------------------------------- positions (driver)

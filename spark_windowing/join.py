@@ -47,11 +47,11 @@ The merged watermark is the earlier of the two streams' watermarks, never decrea
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
 
+from spark_windowing._arrow import field_type, get_column, to_micros
 from spark_windowing._time import MIN_TIME
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
@@ -202,8 +202,7 @@ def _shared(spec) -> list[tuple[str, str]]:
 
 
 def _type(schema: pa.Schema, name: str, option: str, value: str) -> pa.DataType:
-    from spark_windowing.operator import _field_type
-    t = _field_type(schema, name)
+    t = field_type(schema, name)
     if t is None:
         raise OptionError(option, value, f"columns of {schema.names}", why=f"no column {name!r}")
     return t
@@ -256,7 +255,6 @@ def union_schema(schema1: pa.Schema, schema2: pa.Schema, spec) -> pa.Schema:
 def union(t1: pa.Table | None, t2: pa.Table | None, spec, schema: pa.Schema) -> pa.Table:
     """One micro-batch of both streams as the operator's input (``schema`` from ``union_schema``):
     stream 1's rows first, then stream 2's, each in upstream order."""
-    from spark_windowing.operator import get_column
     parts = []
     n1 = 0 if t1 is None else t1.num_rows
     n2 = 0 if t2 is None else t2.num_rows
@@ -295,7 +293,6 @@ def union(t1: pa.Table | None, t2: pa.Table | None, spec, schema: pa.Schema) -> 
 
 
 def _timestamps(col, unit: str | None) -> pa.Array:
-    from spark_windowing.operator import to_micros
     us, valid = to_micros(col, unit)
     return pa.array(us, pa.int64(), mask=~valid).cast(_TS)
 

@@ -132,6 +132,7 @@ import numpy as np
 import pyarrow as pa
 
 from spark_windowing import aggregates as agg
+from spark_windowing._arrow import factorize, field_type
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.panes import LATE_REASON_TOO_LATE
 from spark_windowing.windows import CountEvery, RecordSliding, SlidingEvery, WindowFn
@@ -221,7 +222,7 @@ class MixedLogic:
     def _sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Buffer order by (key, ts, arrival), the key ids in that order, and each key's first position."""
         assert self.keys is not None
-        kid = _factorize([self.keys])[0]
+        kid = factorize([self.keys])[0]
         order = np.lexsort((self.arr, self.ts, kid))
         kid_o = kid[order]
         first = np.full(int(kid.max()) + 1 if len(kid) else 0, -1, dtype=np.int64)
@@ -335,13 +336,6 @@ def _reduce(ufunc: np.ufunc, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     return ufunc.reduceat(np.append(x, x[-1:]), idx)[0::2]
 
 
-def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
-    """Dense key ids consistent across tables (the operator's hashing; imported late: the
-    operator imports this module)."""
-    from spark_windowing.operator import _factorize as factorize
-    return factorize(tables)
-
-
 def _ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:
     """Dense ranks of int64 values shared across ``arrays`` (so key·R + rank cannot overflow)."""
     values = np.unique(np.concatenate(arrays))
@@ -447,7 +441,7 @@ class SlidingEveryLogic(MixedLogic):
         assert self.keys is not None
         if self.counted_keys is None:
             self.counted_keys = self.keys.slice(0, 0)
-        kid_state, kid_buf = _factorize([self.counted_keys, self.keys])
+        kid_state, kid_buf = factorize([self.counted_keys, self.keys])
         n_ids = int(max(kid_state.max(initial=-1), kid_buf.max(initial=-1))) + 1
         row_of = np.full(n_ids, -1, dtype=np.int64)
         row_of[kid_state] = np.arange(len(kid_state))
@@ -501,7 +495,7 @@ class SlidingEveryLogic(MixedLogic):
         if len(self.ts) == 0 or not (self.ordinal < 0).any():
             return MAX_TIME
         assert self.keys is not None
-        kid = _factorize([self.keys])[0]
+        kid = factorize([self.keys])[0]
         krow = self._key_rows(add=False)  # a query: no new keys are recorded
         sel = np.flatnonzero(self.ordinal < 0)
         sel = sel[np.lexsort((self.arr[sel], self.ts[sel], kid[sel]))]
@@ -596,7 +590,7 @@ class RecordSlidingLogic(MixedLogic):
         # this step's elements arrived under watermark wm, when those windows were already closed.
         old = np.flatnonzero(self.arr_wm <= prev)
         if len(old):
-            kid = _factorize([self.keys.take(pa.array(old))])[0]
+            kid = factorize([self.keys.take(pa.array(old))])[0]
             o = np.lexsort((self.arr[old], self.ts[old], kid))
             order, kid_o = old[o], kid[o]
             ts_o = self.ts[order]
@@ -627,7 +621,7 @@ class RecordSlidingLogic(MixedLogic):
         if len(self.ts) == 0:
             return MAX_TIME
         w = self.window
-        kid = _factorize([self.keys])[0] if self.keys is not None else np.zeros(0, dtype=np.int64)
+        kid = factorize([self.keys])[0] if self.keys is not None else np.zeros(0, dtype=np.int64)
         order = np.lexsort((self.ts, kid))
         kid_o, ts_o = kid[order], self.ts[order]
         # [t + g, t + g + size] holds an element iff the key's next later element is in it
@@ -653,9 +647,8 @@ class RecordSlidingLogic(MixedLogic):
 def _grain(op: "WindowedOperator") -> int:
     """The timestamps' grain in µs: the unit of integer epoch columns (Kafka's are milliseconds),
     else 1 µs (timestamp, date, string and floating-point columns)."""
-    from spark_windowing.operator import _field_type
     column = op.spec.timestamp_column
-    t = _field_type(op.input_schema, column) if column is not None and op.input_schema is not None else None
+    t = field_type(op.input_schema, column) if column is not None and op.input_schema is not None else None
     if t is not None and pa.types.is_integer(t):
         return UNIT_FACTORS[op.spec.timestamp_unit or "ms"]
     return 1

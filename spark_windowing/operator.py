@@ -22,13 +22,12 @@ elements; it is called once per fired pane.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_windowing import aggregates as agg
+from spark_windowing._arrow import factorize, field_type, get_column, pd, to_micros
 from spark_windowing import join
 from spark_windowing import mixed as mixed_windows
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
@@ -71,14 +70,6 @@ def _timing_array() -> pa.Array:
     if _TIMING_ARRAY is None:
         _TIMING_ARRAY = pa.array(TIMINGS.tolist(), pa.string())
     return _TIMING_ARRAY
-
-
-def _pd():
-    """pandas, imported on first use: its hashing (factorize) serves the operator's group-bys, and
-    the Python processes Spark starts only to plan a query or drive offsets need not pay its ~0.3 s
-    import."""
-    import pandas
-    return pandas
 
 
 @dataclass
@@ -139,11 +130,11 @@ class WindowedOperator:
             raise OptionError("join", spec.join.how, "input built by spark_windowing.join.union (both streams)",
                               why=f"input columns {schema.names} have no {join.SIDE_COLUMN!r}")
         for k in spec.key_columns:
-            if _field_type(schema, k) is None:
+            if field_type(schema, k) is None:
                 raise OptionError("keyColumns", ",".join(spec.key_columns), f"columns of {schema.names}",
                                   why=f"no column {k!r}")
         if spec.timestamp_column is not None:
-            t = _field_type(schema, spec.timestamp_column)
+            t = field_type(schema, spec.timestamp_column)
             if t is None:
                 raise OptionError("timestampColumn", spec.timestamp_column, f"a column of {schema.names}",
                                   why="no such column")
@@ -155,13 +146,13 @@ class WindowedOperator:
                                   why=f"column has type {t}")
         if spec.window.inherit:
             for name in (spec.window.start_column, spec.window.end_column):
-                t = _field_type(schema, name)
+                t = field_type(schema, name)
                 if t is None or not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_null(t)):
                     raise OptionError("window", "inherit", "inherit over input with timestamp columns "
                                       "window_start and window_end (e.g. the pane rows of another windowed query)",
                                       why=f"column {name!r} is {'missing' if t is None else t}")
         gap_col = getattr(spec.window, "gap_column", None)
-        if gap_col is not None and _field_type(schema, gap_col) is None:
+        if gap_col is not None and field_type(schema, gap_col) is None:
             raise OptionError("window", spec.window.spec(), f"gapColumn naming a column of {schema.names}",
                               why=f"no column {gap_col!r}")
         self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor)
@@ -213,7 +204,7 @@ class WindowedOperator:
 
     def key_fields(self) -> list[pa.Field]:
         assert self.input_schema is not None
-        return [pa.field(k, _field_type(self.input_schema, k)) for k in self.spec.key_columns]
+        return [pa.field(k, field_type(self.input_schema, k)) for k in self.spec.key_columns]
 
     def aggregate_fields(self) -> list[pa.Field]:
         return [f for a in self.aggs for f in a.output_fields()]
@@ -418,9 +409,9 @@ class WindowedOperator:
         w = self.spec.window
         k = w.size // w.slide
         start = (ts - w.offset) // w.slide * w.slide + w.offset
-        kid = _factorize([key_table])[0]
-        b_ids = _pd().factorize(start)[0]
-        bucket = _pd().factorize(kid * (int(b_ids.max()) + 1) + b_ids)[0].astype(np.int64)
+        kid = factorize([key_table])[0]
+        b_ids = pd().factorize(start)[0]
+        bucket = pd().factorize(kid * (int(b_ids.max()) + 1) + b_ids)[0].astype(np.int64)
         needed = sorted({a.spec.column for a in self.aggs if a.spec.column is not None})
         hold = None
         if self.spec.timestamp_combiner != "end_of_window":
@@ -438,8 +429,8 @@ class WindowedOperator:
 
     def _ordinals(self, key_table: pa.Table) -> np.ndarray:
         """Per-key arrival ordinals of this batch's elements, continuing the counts so far."""
-        kid = _factorize([key_table])[0]
-        within = _pd().Series(kid).groupby(kid).cumcount().to_numpy().astype(np.int64)
+        kid = factorize([key_table])[0]
+        within = pd().Series(kid).groupby(kid).cumcount().to_numpy().astype(np.int64)
         n_keys = int(kid.max()) + 1 if len(kid) else 0
         first = np.full(n_keys, -1, dtype=np.int64)
         first[kid[::-1]] = np.arange(len(kid))[::-1]
@@ -523,18 +514,18 @@ class WindowedOperator:
         if len(ws) == 0:  # every pair of the batch was too late
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         n = self.num_windows
-        kid_state, kid_pairs = _factorize([self.keys, pair_keys])
-        ws_ids = _pd().factorize(np.concatenate([self.cols["ws"], ws]))[0]
+        kid_state, kid_pairs = factorize([self.keys, pair_keys])
+        ws_ids = pd().factorize(np.concatenate([self.cols["ws"], ws]))[0]
         if self.spec.window.same_start:  # windows told apart by (start, end)
-            we_ids = _pd().factorize(np.concatenate([self.cols["we"], we]))[0]
-            ws_ids = _pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
+            we_ids = pd().factorize(np.concatenate([self.cols["we"], we]))[0]
+            ws_ids = pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
         n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
         comp_state = kid_state * n_ws + ws_ids[:n]
         comp_pairs = kid_pairs * n_ws + ws_ids[n:]
-        group, uniques = _pd().factorize(comp_pairs)
+        group, uniques = pd().factorize(comp_pairs)
         rep = np.full(len(uniques), -1, dtype=np.int64)
         rep[group[::-1]] = np.arange(len(group))[::-1]  # first pair of each group
-        row = _pd().Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
+        row = pd().Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
             np.full(len(uniques), -1, dtype=np.int64)
         new = row < 0
         if new.any():
@@ -550,7 +541,7 @@ class WindowedOperator:
         """Merge the pairs' proto-windows with the existing sessions of their keys."""
         assert self.keys is not None
         n = self.num_windows
-        kid_state, kid_pairs = _factorize([self.keys, pair_keys])
+        kid_state, kid_pairs = factorize([self.keys, pair_keys])
         in_batch = np.isin(kid_state, kid_pairs) if n else np.zeros(0, dtype=bool)
         ex_rows = np.flatnonzero(in_batch)
         kid = np.concatenate([kid_state[ex_rows], kid_pairs])
@@ -865,18 +856,12 @@ class WindowedOperator:
         return ev.astype(np.int64), pt
 
     # ------------------------------------------------------------------ rows in and out (state store)
-    def export_rows(self, rows: np.ndarray) -> pa.Table:
-        """The windows at ``rows`` as an Arrow table (key columns, then ``s:<state column>``)."""
-        from spark_windowing.state import rows_to_table
-        return rows_to_table(self, rows)
-
-    def import_rows(self, table: pa.Table) -> None:
-        """Append windows exported by ``export_rows`` (in any order; panes are ordered by row id)."""
-        from spark_windowing.state import table_to_cols
-        if table.num_rows == 0:
+    def import_rows(self, keys: pa.Table, cols: dict[str, np.ndarray]) -> None:
+        """Append windows (their key rows and every state column, as ``state_codec.table_to_cols``
+        decodes them), in any order: panes are ordered by row id."""
+        if keys.num_rows == 0:
             return
         assert self.keys is not None
-        keys, cols = table_to_cols(self, table)
         self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks() \
             if self.keys.num_rows else keys.cast(self.keys.schema)
         for name in self.cols:
@@ -885,97 +870,3 @@ class WindowedOperator:
     def drop_rows(self, drop: np.ndarray) -> None:
         """Remove the windows where ``drop`` is true from memory (they live on in the store)."""
         self._keep_rows(~drop)
-
-
-# ---------------------------------------------------------------------- helpers
-
-def _field_type(schema: pa.Schema, dotted: str) -> pa.DataType | None:
-    parts = dotted.split(".")
-    if parts[0] not in schema.names:
-        return dotted in schema.names and schema.field(dotted).type or None
-    t = schema.field(parts[0]).type
-    for p in parts[1:]:
-        if not pa.types.is_struct(t) or t.get_field_index(p) < 0:
-            return None
-        t = t.field(p).type
-    return t
-
-
-def get_column(table: pa.Table, dotted: str) -> pa.ChunkedArray | pa.Array:
-    """A column by name, or a struct field by dotted path (``payload.ts``)."""
-    if dotted in table.column_names:
-        return table.column(dotted)
-    parts = dotted.split(".")
-    col = table.column(parts[0])
-    for p in parts[1:]:
-        col = pc.struct_field(col, p)
-    return col
-
-
-def to_micros(col: pa.Array | pa.ChunkedArray, unit: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """A time column (timestamp, date, ISO string, or numeric epoch in ``unit``, default ms) as
-    µs, with a validity mask (null / unparseable -> invalid)."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    t = col.type
-    if pa.types.is_null(t):
-        return np.zeros(len(col), dtype=np.int64), np.zeros(len(col), dtype=bool)
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        col = _parse_iso(col)
-        t = col.type
-    if pa.types.is_timestamp(t):
-        us = col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
-    elif pa.types.is_date(t):
-        us = pc.multiply(col.cast(pa.date32()).cast(pa.int64()), 86_400_000_000)
-    else:
-        factor = UNIT_FACTORS[unit or "ms"]
-        if pa.types.is_floating(t):
-            us = pc.round(pc.multiply(col.cast(pa.float64()), float(factor))).cast(pa.int64(), safe=False)
-        else:
-            us = pc.multiply(col.cast(pa.int64()), factor)
-    valid = ~np.asarray(us.is_null().to_numpy(zero_copy_only=False))
-    if pa.types.is_floating(t):
-        valid &= np.isfinite(col.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False))
-    return us.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64), valid
-
-
-def _parse_iso(col: pa.Array) -> pa.Array:
-    """ISO-8601 strings -> timestamp[us, UTC]; unparseable values become null."""
-    try:
-        return col.cast(pa.timestamp("us", tz="UTC"))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        out = []
-        for s in col.to_pylist():
-            try:
-                d = datetime.fromisoformat(s.replace("Z", "+00:00")) if s is not None else None
-            except ValueError:
-                d = None
-            if d is not None and d.tzinfo is None:
-                d = d.replace(tzinfo=timezone.utc)
-            out.append(d)
-        return pa.array(out, pa.timestamp("us", tz="UTC"))
-
-
-def _factorize(tables: list[pa.Table]) -> list[np.ndarray]:
-    """Dense integer ids for the rows of same-schema tables, consistent across them (hashing)."""
-    sizes = [t.num_rows for t in tables]
-    if sum(sizes) == 0:
-        return [np.zeros(0, dtype=np.int64) for _ in tables]
-    tables = [t if t.schema.equals(tables[0].schema) else t.cast(tables[0].schema) for t in tables]
-    ids = None
-    for name in tables[0].column_names:
-        parts = [t.column(name) for t in tables]
-        col = pa.chunked_array([c for p in parts for c in p.chunks], type=parts[0].type).combine_chunks() \
-            if len(parts) > 1 else parts[0].combine_chunks()
-        if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_temporal(col.type):
-            values = col.to_numpy(zero_copy_only=False)
-        else:
-            values = col.to_numpy(zero_copy_only=False).astype(object)
-        part = _pd().factorize(values)[0].astype(np.int64)
-        ids = part if ids is None else _pd().factorize(ids * (int(part.max()) + 1) + part)[0].astype(np.int64)
-    assert ids is not None
-    out, pos = [], 0
-    for s in sizes:
-        out.append(ids[pos:pos + s])
-        pos += s
-    return out

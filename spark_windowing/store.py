@@ -47,12 +47,14 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from spark_windowing._arrow import get_column
 from spark_windowing._hash import hash_columns, mix
 from spark_windowing._time import MAX_TIME
 from spark_windowing.errors import SnapshotError
-from spark_windowing.operator import StepResult, WindowedOperator, get_column
+from spark_windowing.operator import StepResult, WindowedOperator
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.state import column_kinds, extra_state, restore_extra
+from spark_windowing.state_codec import (check_fingerprint, column_kinds, extra_state, restore_extra,
+                                         restore_scalars, rows_to_table, scalars, table_to_cols)
 
 MANIFEST_MAGIC = b"SWMANIF\x01"
 MANIFEST_VERSION = 1
@@ -127,21 +129,17 @@ class StateStore:
         if m.get("version") != MANIFEST_VERSION:
             raise SnapshotError(f"{uri}: manifest version {m.get('version')} is not supported "
                                 f"(this build reads version {MANIFEST_VERSION})")
-        if m["fingerprint"] != self.spec.fingerprint():
-            raise SnapshotError(
-                f"{uri}: snapshot was written by a different windowing spec (fingerprint {m['fingerprint']}, "
-                f"current {self.spec.fingerprint()}: {self.spec.describe()}); restoring it would produce wrong "
-                "panes. Use a new stateLocation and checkpoint for the changed query.")
+        check_fingerprint(m["fingerprint"], self.spec, uri)
         if m["buckets_n"] != self.n_buckets:
             raise SnapshotError(f"{uri}: state was written with {m['buckets_n']} key buckets, this query uses "
                                 f"{self.n_buckets}; keep stateBuckets unchanged for a state location")
         op = self.op
-        op.wm, op.proc, op.seq, op.next_rid = int(m["wm"]), int(m["proc"]), int(m["seq"]), int(m["next_rid"])
+        restore_scalars(op, m)
         if m["schema"] is not None:
             schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(m["schema"])))
             if not op.bound or not op.input_schema.equals(schema):
                 op = self.op = WindowedOperator(self.spec, schema)
-                op.wm, op.proc, op.seq, op.next_rid = int(m["wm"]), int(m["proc"]), int(m["seq"]), int(m["next_rid"])
+                restore_scalars(op, m)
         self._extra_loc = list(m["extra"]) if m.get("extra") else None
         if m.get("extra"):
             name, off, length, sha = m["extra"]
@@ -313,12 +311,12 @@ class StateStore:
                                         "checksum mismatch or truncated)")
                 parts.append(pa.ipc.read_record_batch(pa.py_buffer(raw), self._row_schema()))
         if parts:
-            self.op.import_rows(pa.Table.from_batches(parts))
+            self.op.import_rows(*table_to_cols(self.op, pa.Table.from_batches(parts)))
         self.resident[buckets] = True
 
     def _row_schema(self) -> pa.Schema:
         if self._schema is None:
-            self._schema = self.op.export_rows(np.zeros(0, dtype=np.int64)).schema
+            self._schema = rows_to_table(self.op, np.zeros(0, dtype=np.int64)).schema
         return self._schema
 
     def evict(self, target: int | None = None) -> int:
@@ -379,7 +377,7 @@ class StateStore:
             if len(rows):
                 ev, pt = op.row_timers()
                 tev, _ = op.row_timers(expiry=False)
-                table = op.export_rows(rows)
+                table = rows_to_table(op, rows)
             sorted_b = bkt[rows]
             lows, highs = np.searchsorted(sorted_b, dirty, side="left"), np.searchsorted(sorted_b, dirty, side="right")
             for b, lo, hi in zip(dirty.tolist(), lows.tolist(), highs.tolist()):
@@ -413,7 +411,7 @@ class StateStore:
         op = self.op
         m = {
             "version": MANIFEST_VERSION, "fingerprint": self.spec.fingerprint(), "buckets_n": self.n_buckets,
-            "wm": op.wm, "proc": op.proc, "seq": op.seq, "next_rid": op.next_rid,
+            **scalars(op),
             "schema": base64.b64encode(op.input_schema.serialize().to_pybytes()).decode() if op.bound else None,
             "kinds": column_kinds(op) if op.bound else None,
             "extra": extra_loc,
