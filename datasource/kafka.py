@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from datasource.ddl import parse_ddl
 from spark_windowing._time import MIN_TIME
 from spark_windowing.errors import OptionError
 
@@ -181,7 +182,6 @@ def _check_client_conf(cfg: KafkaConfig) -> None:
 
 # ---------------------------------------------------------------------- schema
 def value_schema(fmt: str, schema_text: str | None) -> pa.Schema:
-    from datasource.upstream import parse_ddl
     if fmt == "raw":
         return pa.schema([])
     if fmt == "avro":

@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
+from datasource.sink_metrics import format_bytes, format_sink_metrics, read_batch_metrics
+
 __all__ = ["BatchReport", "read_batch_report", "format_progress", "progress_lines", "format_bytes",
            "WindowedProgressListener", "attach_progress", "REPORTS_DIR"]
 
@@ -169,7 +171,6 @@ def progress_lines(progress: "StreamingQueryProgress",
 
 
 def _sink_part(root: str, batch_id: int) -> str:
-    from datasource.sink_metrics import format_sink_metrics, read_batch_metrics
     try:
         metrics = read_batch_metrics(root, batch_id)
     except Exception as e:  # never break the progress line
@@ -334,14 +335,6 @@ def _format_watermark(ts: datetime | None) -> str:
     elif ts.microsecond:
         text += f".{ts.microsecond // 1000:03d}"
     return text + "Z"
-
-
-def format_bytes(n: int) -> str:
-    """``n`` bytes as ``12 B``, ``24.0 kB``, ``2.1 MB``, ... (powers of 1000)."""
-    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def _print_flush(line: str) -> None:

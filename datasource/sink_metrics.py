@@ -13,19 +13,16 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["METRICS_DIR", "write_batch_metrics", "read_batch_metrics", "format_sink_metrics"]
+from datasource.storage import filesystem
+
+__all__ = ["METRICS_DIR", "write_batch_metrics", "read_batch_metrics", "format_sink_metrics", "format_bytes"]
 
 METRICS_DIR = "_metrics"
 _KEEP = 100
 
 
-def _fs(root: str):
-    from datasource.storage import filesystem
-    return filesystem(root)
-
-
 def write_batch_metrics(root: str, batch_id: int, tables: dict[str, dict]) -> None:
-    fs, base = _fs(root)
+    fs, base = filesystem(root)
     fs.create_dir(f"{base}/{METRICS_DIR}", recursive=True)
     with fs.open_output_stream(f"{base}/{METRICS_DIR}/{batch_id}.json") as f:
         f.write(json.dumps({"batch_id": batch_id, "tables": tables}).encode())
@@ -37,7 +34,7 @@ def write_batch_metrics(root: str, batch_id: int, tables: dict[str, dict]) -> No
 
 def read_batch_metrics(root: str, batch_id: int) -> dict | None:
     """What the sink recorded for ``batch_id`` (None: nothing, e.g. not committed yet)."""
-    fs, base = _fs(root)
+    fs, base = filesystem(root)
     try:
         with fs.open_input_stream(f"{base}/{METRICS_DIR}/{batch_id}.json") as f:
             return json.loads(f.read())
@@ -55,8 +52,6 @@ def format_sink_metrics(metrics: dict) -> str:
     ...         "compacted": {"numFilesAdded": 1, "numFilesRemoved": 50}, "vacuumed": 48}}}})
     'sink current +1.2 MB -1.1 MB (2 files read), triggers +85.0 kB | upkeep triggers: compacted 50 -> 1 files, vacuumed 48'
     """
-    from datasource.progress import format_bytes as _bytes
-
     tables = metrics.get("tables", {})
     parts, upkeep = [], []
     for name in ("current", "triggers", "retractions"):
@@ -64,9 +59,9 @@ def format_sink_metrics(metrics: dict) -> str:
         if not t:
             continue
         if t.get("files_added") or t.get("files_removed"):
-            text = f"{name} +{_bytes(t.get('bytes_added', 0))}"
+            text = f"{name} +{format_bytes(t.get('bytes_added', 0))}"
             if t.get("files_removed"):
-                text += f" -{_bytes(t.get('bytes_removed', 0))}"
+                text += f" -{format_bytes(t.get('bytes_removed', 0))}"
             if "files_scanned" in t:
                 text += f" ({t['files_scanned']} files read)"
             parts.append(text)
@@ -83,3 +78,11 @@ def format_sink_metrics(metrics: dict) -> str:
                 upkeep.append(f"{name}: " + ", ".join(did))
     line = "sink " + (", ".join(parts) if parts else "nothing written")
     return line + (" | upkeep " + "; ".join(upkeep) if upkeep else "")
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes as ``12 B``, ``24.0 kB``, ``2.1 MB``, ... (powers of 1000)."""
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
