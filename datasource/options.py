@@ -14,7 +14,6 @@ from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.spec import OperatorSpec, parse_bool
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
-from spark_windowing.windows import GlobalWindow
 
 SOURCES = ("delta", "parquet", "json", "csv", "generator", "panes", "kafka")
 DEFAULT_SHARDS = 2
@@ -156,8 +155,6 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"),
         join=join if source2 else None, aggregate2=options.get("aggregate2"),
         key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
-    if processing_time and isinstance(spec.window, GlobalWindow):
-        processing_time = True
     wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
     state = _require(options, "stateLocation", "a URI such as /lake/_state/q1, s3://bucket/state/q1")
     gen = _generator(options) if source == "generator" else GeneratorConfig()

@@ -81,8 +81,3 @@ def format_duration(us: int) -> str:
         if us and us % factor == 0:
             return f"{us // factor} {name}"
     return f"{us} microseconds"
-
-
-def floor_div(a, b):
-    """Floor division that works for numpy arrays and ints alike (towards -infinity)."""
-    return a // b

@@ -1,0 +1,160 @@
+"""The package layout rules, checked on the sources with ``ast`` (nothing is imported).
+
+1. No import cycle among the modules of ``spark_windowing`` and ``datasource``. Every import
+   counts (module level and inside functions) except those under ``if TYPE_CHECKING:``, which
+   never run. A package's implicit import by its submodules is not an edge; an explicit import
+   of the package (``from spark_windowing import x``) is, unless ``x`` is a submodule.
+2. No function-level import of a private name from another module (``from m import _x`` inside a
+   function), nor of another package's private module. Helpers that several modules need live in
+   a leaf module imported at the top. A package's private submodules are shared by its modules,
+   which may import them lazily (``datasource._delta`` defers the ``deltalake`` import that way).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("spark_windowing", "datasource")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((ROOT / pkg).glob("*.py")):
+            name = pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"
+            out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or \
+        (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.Module):
+    """(node, in_function) for every import that can run: TYPE_CHECKING blocks skipped."""
+    def walk(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for c in child.orelse:
+                    yield from walk_one(c, in_function)
+                continue
+            yield from walk_one(child, in_function)
+
+    def walk_one(child, in_function):
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child, in_function
+        else:
+            inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            yield from walk(child, inner)
+
+    yield from walk(tree, False)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> list[tuple[str, str | None]]:
+    """(project module imported, name taken from it or None) for one import statement."""
+    out = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name in MODULES:
+                out.append((alias.name, None))
+        return out
+    base = node.module or ""
+    if node.level:  # relative import
+        parts = importer.split(".")
+        pkg = parts if importer in PACKAGES else parts[:-1]
+        pkg = pkg[:len(pkg) - node.level + 1]
+        base = ".".join(pkg + ([node.module] if node.module else []))
+    if base not in MODULES:
+        return out
+    for alias in node.names:
+        sub = f"{base}.{alias.name}"
+        out.append((sub, None) if sub in MODULES else (base, alias.name))
+    return out
+
+
+def _graph() -> tuple[dict[str, set[str]], list[str]]:
+    edges: dict[str, set[str]] = {m: set() for m in MODULES}
+    private: list[str] = []
+    for mod, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        for node, in_function in _imports(tree):
+            for target, name in _targets(node, mod):
+                if target != mod:
+                    edges[mod].add(target)
+                if not in_function or target == mod:
+                    continue
+                package = mod if mod in PACKAGES else mod.rsplit(".", 1)[0]
+                foreign_private_module = target.rsplit(".", 1)[-1].startswith("_") and \
+                    not target.startswith(package + ".")
+                if (name is not None and name.startswith("_")) or foreign_private_module:
+                    shown = f"{target}.{name}" if name else target
+                    private.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {shown} in a function")
+    return edges, private
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_checker_sees_the_modules():
+    edges, _ = _graph()
+    assert "spark_windowing.operator" in edges and "datasource.reader" in edges
+    assert "spark_windowing.spec" in edges["spark_windowing.operator"]
+
+
+def test_no_import_cycles():
+    edges, _ = _graph()
+    assert _cycles(edges) == []
+
+
+def test_no_function_level_import_of_private_names():
+    _, private = _graph()
+    assert private == []
+
+
+@pytest.mark.parametrize("source, cycles", [
+    ({"a": {"b"}, "b": {"a"}, "c": set()}, [["a", "b"]]),
+    ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+])
+def test_cycle_finder(source, cycles):
+    assert _cycles(source) == cycles
