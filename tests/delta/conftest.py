@@ -1,6 +1,7 @@
-"""Fixtures of the Delta interoperability tests: one delta-spark SparkSession for the whole run.
+"""Fixtures of the interoperability tests: one delta-spark SparkSession for the whole run.
 
-These tests need delta-spark, which supports only some pyspark versions (see
+These tests need JVM packages that Maven Central has only for some Spark versions (delta-spark,
+Spark's Kafka connector; see
 ``scripts/_setup_delta.sh``): ``scripts/test.sh`` runs them in a second virtualenv on the newest
 pyspark delta-spark supports. In a virtualenv without delta-spark they are skipped, saying so.
 """

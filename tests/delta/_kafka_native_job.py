@@ -2,10 +2,11 @@
 Maven Central) plus native windows over a topic of JSON ``{k, ts (µs), v, id}`` records, run in a
 process of its own (its SparkSession needs the package's jars):
 
-    python tests/spark/_kafka_native_job.py BOOTSTRAP TOPIC OUT.json WINDOW DELAY
+    python tests/delta/_kafka_native_job.py BOOTSTRAP TOPIC OUT.json WINDOW DELAY [MAX_OFFSETS]
 
 ``WINDOW``: ``tumbling:<seconds>`` (``groupBy(window(...))``) or ``session:<seconds>``
-(``session_window``); ``withWatermark(DELAY seconds)``, append mode, ``availableNow``. Writes the
+(``session_window``); ``withWatermark(DELAY seconds)``, append mode, ``availableNow`` (with
+``maxOffsetsPerTrigger`` = MAX_OFFSETS when given: several micro-batches). Writes the
 emitted windows as JSON rows ``[k, start_us, end_us, n, total]``.
 """
 
@@ -22,7 +23,7 @@ def kafka_package() -> str:
     return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"
 
 
-def main(bootstrap: str, topic: str, out: str, window: str, delay: str) -> int:
+def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offsets: str = "") -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -34,8 +35,11 @@ def main(bootstrap: str, topic: str, out: str, window: str, delay: str) -> int:
              .config("spark.jars.ivy", os.path.expanduser("~/.cache/spark-windowing/ivy"))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-           .option("subscribe", topic).option("startingOffsets", "earliest").load())
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest"))
+    if max_offsets:
+        reader = reader.option("maxOffsetsPerTrigger", max_offsets)
+    raw = reader.load()
     ev = (raw.select(F.from_json(F.col("value").cast("string"), "k string, ts long, v long, id long").alias("j"))
           .select("j.*").withColumn("et", F.timestamp_micros("ts")).withWatermark("et", f"{delay} seconds"))
     kind, secs = window.split(":")
