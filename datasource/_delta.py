@@ -46,6 +46,8 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction
 
 from datasource import storage
+from datasource.layout import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, table_uri
+from datasource.storage import filesystem
 from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 
 __all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "STAGING", "FORMAT_VERSION", "DataFile",
@@ -54,9 +56,6 @@ __all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "STAGING", "FORMAT_VE
            "read_files", "filesystem", "delete_files", "delete_stale_staging", "BUCKET_COLUMN",
            "DEFAULT_BUCKET_SECONDS", "current_bucket_seconds", "window_end_buckets", "commit_sizes"]
 
-TRIGGERS, RETRACTIONS, CURRENT = "triggers", "retractions", "current"
-TABLES: tuple[str, ...] = (CURRENT, TRIGGERS, RETRACTIONS)
-STAGING = "_staging"
 FORMAT_VERSION = "1"
 
 _CONF = "spark_windowing."
@@ -103,18 +102,6 @@ def normalize_root(path: str) -> str:
         local = path[len("file://"):] if path.startswith("file://") else path
         return os.path.abspath(os.path.expanduser(local))
     return path.rstrip("/")
-
-
-def table_uri(root: str, table: str) -> str:
-    return f"{root}/{table}"
-
-
-def filesystem(root: str) -> tuple[pafs.FileSystem, str]:
-    """The ``pyarrow.fs`` filesystem of ``root`` and the path of ``root`` inside it (object-store
-    clients shared with the state location, ``datasource.storage``)."""
-    if urlparse(root).scheme == "":
-        return pafs.LocalFileSystem(), root
-    return storage.filesystem(root)
 
 
 def delete_files(root: str, relative_paths: Sequence[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from datasource.kafka import KafkaConfig, parse_kafka_options
+from datasource.layout import SOURCES2_DIR, SOURCES_DIR
 from datasource.maintenance import MaintenanceOptions
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
@@ -85,7 +86,7 @@ class SourceConfig:
     query_name: str | None = None
     state_buckets: int = 64                  # key buckets per shard (unit of loading / spilling / rewriting)
     state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
-    manifest_dir: str = "sources"            # under stateLocation: the file source's manifest
+    manifest_dir: str = SOURCES_DIR          # under stateLocation: the file source's manifest
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
     kafka: "KafkaConfig | None" = None       # source=kafka: brokers, topics, offsets, value format
 
@@ -226,7 +227,7 @@ def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
                       max_files_per_trigger=_int(options, "maxFilesPerTrigger2", minimum=1,
                                                  default=cfg.max_files_per_trigger),
                       starting_version=_int(options, "startingVersion2", minimum=0),
-                      manifest_dir="sources2", stream2=None)
+                      manifest_dir=SOURCES2_DIR, stream2=None)
     return replace(cfg, stream2=stream2)
 
 

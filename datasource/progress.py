@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -42,12 +41,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
+from datasource.layout import REPORTS_DIR, reports_dir
 from datasource.sink_metrics import format_bytes, format_sink_metrics, read_batch_metrics
+from datasource.storage import filesystem
 
 __all__ = ["BatchReport", "read_batch_report", "format_progress", "progress_lines", "format_bytes",
            "WindowedProgressListener", "attach_progress", "REPORTS_DIR"]
 
-REPORTS_DIR = "reports"
 
 _log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -97,8 +97,8 @@ def read_batch_report(state: str, seq: int) -> BatchReport | None:
     """
     import pyarrow.fs as pafs
 
-    fs, root = _filesystem(state)
-    directory = f"{root.rstrip('/')}/{REPORTS_DIR}/{int(seq)}"
+    fs, root = filesystem(state)
+    directory = reports_dir(root, seq)
     infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
     paths = sorted(i.path for i in infos if i.type == pafs.FileType.File and _is_shard_file(i.path))
     if not paths:
@@ -270,7 +270,7 @@ def _source_line(offset: dict, *, batch_id: int, query_name: str, duration_ms: f
     if not isinstance(state, str) or not isinstance(seq, int):
         return (f"[{query_name}] batch {batch_id} | windowed offset without state/seq: "
                 f"{json.dumps(offset)[:200]}")
-    where = f"{state.rstrip('/')}/{REPORTS_DIR}/{seq}"
+    where = reports_dir(state, seq)
     try:
         report = read_batch_report(state, seq)
     except Exception as e:  # unreadable report: say so on the progress line
@@ -287,13 +287,6 @@ def _windowed_offset(raw: Any) -> dict | None:
         except ValueError:
             return None
     return raw if isinstance(raw, dict) and "windowed" in raw else None
-
-
-def _filesystem(uri: str):
-    import pyarrow.fs as pafs
-    if "://" in uri or uri.startswith("file:"):
-        return pafs.FileSystem.from_uri(uri)
-    return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 
 def _is_shard_file(path: str) -> bool:

@@ -92,6 +92,7 @@ from datasource import _delta
 from datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
 from datasource._memory import release_arrow_memory
 from datasource._types import spark_to_arrow_schema
+from datasource.layout import BATCH_ID_KEY
 from datasource.maintenance import MaintenanceOptions, maintain
 from datasource.sink_metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
@@ -402,7 +403,7 @@ class _BatchCommit:
 
     def _commit_properties(self) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
-                                custom_metadata={"spark_windowing.batchId": self.batch_id, APP_ID_KEY: self.app_id,
+                                custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
                                                  **_delta.user_metadata(self.app_id, self.batch_id)})
 
     def _check_writer(self) -> None:

@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import json
 
+from datasource.layout import METRICS_DIR, metrics_path
 from datasource.storage import filesystem
 
 __all__ = ["METRICS_DIR", "write_batch_metrics", "read_batch_metrics", "format_sink_metrics", "format_bytes"]
 
-METRICS_DIR = "_metrics"
 _KEEP = 100
 
 
 def write_batch_metrics(root: str, batch_id: int, tables: dict[str, dict]) -> None:
     fs, base = filesystem(root)
     fs.create_dir(f"{base}/{METRICS_DIR}", recursive=True)
-    with fs.open_output_stream(f"{base}/{METRICS_DIR}/{batch_id}.json") as f:
+    with fs.open_output_stream(metrics_path(base, batch_id)) as f:
         f.write(json.dumps({"batch_id": batch_id, "tables": tables}).encode())
     try:
-        fs.delete_file(f"{base}/{METRICS_DIR}/{batch_id - _KEEP}.json")
+        fs.delete_file(metrics_path(base, batch_id - _KEEP))
     except FileNotFoundError:
         pass
 
@@ -36,7 +36,7 @@ def read_batch_metrics(root: str, batch_id: int) -> dict | None:
     """What the sink recorded for ``batch_id`` (None: nothing, e.g. not committed yet)."""
     fs, base = filesystem(root)
     try:
-        with fs.open_input_stream(f"{base}/{METRICS_DIR}/{batch_id}.json") as f:
+        with fs.open_input_stream(metrics_path(base, batch_id)) as f:
             return json.loads(f.read())
     except (FileNotFoundError, OSError, ValueError):
         return None

@@ -27,11 +27,16 @@ _FILESYSTEMS: dict[tuple[str, str, str | None], pafs.FileSystem] = {}
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """(filesystem, path within it) for a URI or a local path."""
+    """(filesystem, path within it) for a URI or a local path: the one resolver of the plugin.
+
+    A local path (made absolute), ``file:///p`` or ``file:/p`` (Hadoop's spelling) -> the local
+    filesystem; ``s3://`` and ``gs://`` -> a client shared per bucket and endpoint (see
+    ``_object_store``); any other URI as ``pyarrow.fs`` resolves it."""
+    if uri.startswith("file:"):
+        local = uri[len("file://"):] if uri.startswith("file://") else uri[len("file:"):]
+        return pafs.LocalFileSystem(), local
     if "://" not in uri:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
-    if uri.startswith("file://"):
-        return pafs.LocalFileSystem(), uri[len("file://"):]
     parsed = urlparse(uri)
     if parsed.scheme not in ("s3", "gs") or parsed.query:
         return pafs.FileSystem.from_uri(uri)

@@ -33,6 +33,8 @@ import pyarrow.parquet as pq
 
 from datasource import delta_source, kafka, storage
 from datasource.ddl import DDL_FORMS, parse_ddl
+from datasource.layout import (BATCH_ID_KEY, CURRENT, HISTORY_TABLES, SOURCES2_DIR, TRIGGERS, source_manifest,
+                               table_uri)
 from datasource.options import GeneratorConfig, SourceConfig
 from spark_windowing._arrow import get_column
 from spark_windowing._hash import hash_columns, mix as _mix
@@ -48,7 +50,7 @@ _PAGES = np.array(["home", "search", "product", "cart", "checkout"], dtype=objec
 # ---------------------------------------------------------------------- schema discovery
 def opt(cfg: SourceConfig, name: str) -> str:
     """The option behind ``name`` for this upstream: ``path2``, ``schema2``, ... for a join's stream 2."""
-    return name + "2" if cfg.manifest_dir == "sources2" else name
+    return name + "2" if cfg.manifest_dir == SOURCES2_DIR else name
 
 
 def upstream_schema(cfg: SourceConfig) -> pa.Schema:
@@ -185,7 +187,7 @@ def list_files(cfg: SourceConfig) -> list[str]:
 
 
 def manifest_path(cfg: SourceConfig) -> str:
-    return f"{cfg.state_location}/{cfg.manifest_dir}/manifest.json"
+    return source_manifest(cfg.state_location, cfg.manifest_dir)
 
 
 def read_manifest(cfg: SourceConfig) -> list[str]:
@@ -205,13 +207,9 @@ def update_manifest(cfg: SourceConfig) -> list[str]:
 
 
 # ---------------------------------------------------------------------- the pane tables of a windowed query
-_PANE_TABLES = ("triggers", "retractions")
-_BATCH_KEY = "spark_windowing.batchId"  # custom commit metadata the pane sink writes
-
-
 def panes_schema(root: str) -> pa.Schema:
     from deltalake import DeltaTable
-    uri = f"{root.rstrip('/')}/triggers"
+    uri = table_uri(root, TRIGGERS)
     try:
         return pa.schema(DeltaTable(uri).schema().to_arrow())
     except Exception as e:  # deltalake raises TableNotFoundError and friends
@@ -226,7 +224,7 @@ def _batch_versions(uri: str) -> list[tuple[int, int]]:
         history = DeltaTable(uri).history()
     except Exception:  # the table does not exist yet
         return []
-    out = [(int(h[_BATCH_KEY]), int(h["version"])) for h in history if h.get(_BATCH_KEY) is not None]
+    out = [(int(h[BATCH_ID_KEY]), int(h["version"])) for h in history if h.get(BATCH_ID_KEY) is not None]
     return sorted(out, key=lambda bv: bv[1])
 
 
@@ -235,7 +233,7 @@ def panes_latest_batch(root: str, start: int, max_batches: int | None) -> int:
     ``triggers``, ``retractions`` and last ``current`` per batch (``current`` whenever the batch
     had any row), so a batch is complete once ``current`` holds it. ``maxFilesPerTrigger``
     limits how many upstream batches one micro-batch takes."""
-    done = sorted({b for b, _ in _batch_versions(f"{root.rstrip('/')}/current") if b > start})
+    done = sorted({b for b, _ in _batch_versions(table_uri(root, CURRENT)) if b > start})
     if not done:
         return start
     if max_batches is not None:
@@ -246,8 +244,8 @@ def panes_latest_batch(root: str, start: int, max_batches: int | None) -> int:
 def panes_files(root: str, start: int, end: int) -> list[str]:
     """Data files the upstream batches ``start+1 .. end`` added to ``triggers`` and ``retractions``."""
     files: list[str] = []
-    for table in _PANE_TABLES:
-        uri = f"{root.rstrip('/')}/{table}"
+    for table in HISTORY_TABLES:
+        uri = table_uri(root, table)
         for batch, version in _batch_versions(uri):
             if start < batch <= end:
                 files.extend(delta_added_files(uri, version))

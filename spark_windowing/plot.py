@@ -49,6 +49,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from datasource.layout import HISTORY_TABLES, table_uri
+from datasource.storage import filesystem
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, TIMING_EARLY, TIMING_LATE,
                                    TIMING_ON_TIME, split_pane_schema)
 
@@ -147,14 +149,14 @@ def load_panes(path: str) -> pa.Table:
     """
     import pyarrow.fs as pafs
 
-    fs, base = _filesystem(path)
+    fs, base = filesystem(path)
     info = fs.get_file_info(base)
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(f"no pane table at {path!r}")
     if info.type == pafs.FileType.Directory:
-        parts = [name for name in ("triggers", "retractions") if _is_delta(fs, f"{base}/{name}")]
+        parts = [name for name in HISTORY_TABLES if _is_delta(fs, f"{base}/{name}")]
         if parts:
-            tables = [_read_delta(_join(path, name)) for name in parts]
+            tables = [_read_delta(table_uri(path, name)) for name in parts]
             table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 \
                 else tables[0]
         elif _is_delta(fs, base):
@@ -243,17 +245,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 # --------------------------------------------------------------------------------------------
 # Loading
 
-def _filesystem(path: str):
-    import pyarrow.fs as pafs
-    if "://" in path:
-        return pafs.FileSystem.from_uri(path)
-    return pafs.LocalFileSystem(), os.path.abspath(path)
-
-
-def _join(path: str, name: str) -> str:
-    return path.rstrip("/") + "/" + name
-
-
 def _is_delta(fs, path: str) -> bool:
     import pyarrow.fs as pafs
     return fs.get_file_info(f"{path}/_delta_log").type == pafs.FileType.Directory
@@ -269,7 +260,7 @@ def _read_delta(path: str) -> pa.Table:
     import pyarrow.fs as pafs
     from deltalake import DeltaTable
 
-    fs, root = _filesystem(path)
+    fs, root = filesystem(path)
     return DeltaTable(path).to_pyarrow_table(filesystem=pafs.SubTreeFileSystem(root, fs))
 
 
