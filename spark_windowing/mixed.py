@@ -126,7 +126,8 @@ builds the candidate windows of the distinct times and finds each window's recor
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -134,11 +135,57 @@ import pyarrow as pa
 from spark_windowing import aggregates as agg
 from spark_windowing._arrow import factorize, field_type
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
-from spark_windowing.panes import LATE_REASON_TOO_LATE
 from spark_windowing.windows import CountEvery, RecordSliding, SlidingEvery, WindowFn
 
-if TYPE_CHECKING:  # the operator imports this module
-    from spark_windowing.operator import WindowedOperator
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What buffered logic sees of the operator's step: the watermark ``wm``, the batch ``seq``
+    (arrival numbers of folded elements), the bound aggregates and the timestamps' grain."""
+
+    wm: int
+    seq: int
+    aggs: list[agg.BoundAggregate]
+    grain: int = 1
+
+
+@dataclass(frozen=True)
+class Closed:
+    """Windows one evaluation closes, each to fire once (ON_TIME, final), in the order given.
+
+    Window ``w`` has key row ``keys[w]`` and bounds ``ws[w]``/``we[w]`` (count-based kinds:
+    ``ws`` = window_seq, ``we`` = GLOBAL_END). Its contents are aggregated already:
+    ``partials``/``res`` (``aggregates.preaggregate``'s form) hold the rows for windows
+    ``windows``; ``first_ts``/``last_ts`` are its first and last element times (the pane
+    timestamp under the earliest / latest combiners)."""
+
+    keys: pa.Table
+    ws: np.ndarray
+    we: np.ndarray
+    windows: np.ndarray
+    res: dict[str, np.ndarray]
+    partials: dict[str, Any]
+    first_ts: np.ndarray
+    last_ts: np.ndarray
+
+
+@dataclass(frozen=True)
+class Late:
+    """Elements that no window can take any more (``too_late``): their input rows and the
+    window each late row names."""
+
+    rows: pa.Table
+    ws: np.ndarray
+    we: np.ndarray
+
+
+@dataclass
+class Evaluation:
+    """What one ``evaluate`` produced: windows to fire, then elements given up."""
+
+    closed: list[Closed] = field(default_factory=list)
+    late: list[Late] = field(default_factory=list)
 
 
 def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
@@ -164,28 +211,28 @@ class MixedLogic:
         self.next_arr = 0
 
     # ---- hooks called by the operator
-    def add(self, op: "WindowedOperator", events: pa.Table, key_table: pa.Table, ts: np.ndarray,
-            late_parts: list, metrics: dict) -> None:
-        """Buffer the batch's valid elements; late ones go to the late output."""
-        late, ws, we = self.late(op, ts)
+    def add(self, view: StepView, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> Late | None:
+        """Buffer the batch's valid elements; return those already too late (None if none)."""
+        late, ws, we = self.late(view, ts)
+        out = None
         if late.any():
-            metrics[LATE_REASON_TOO_LATE] = metrics.get(LATE_REASON_TOO_LATE, 0) + int(late.sum())
-            sel = pa.array(np.flatnonzero(late))
-            late_parts.append(op._late_rows(events.take(sel), LATE_REASON_TOO_LATE, ws[late], we[late]))
+            out = Late(events.take(pa.array(np.flatnonzero(late))), ws[late], we[late])
         keep = np.flatnonzero(~late)
-        if len(keep) == 0:
-            return
-        take = pa.array(keep)
-        self._append(key_table.take(take), self._values(op, events).take(take), ts[keep])
+        if len(keep):
+            take = pa.array(keep)
+            self._append(key_table.take(take), self._values(view, events).take(take), ts[keep])
+        return out
 
-    def _values(self, op: "WindowedOperator", events: pa.Table) -> pa.Table:
+    def _values(self, view: StepView, events: pa.Table) -> pa.Table:
         """The columns buffered per element: what the aggregates read."""
-        return agg.input_columns(op.aggs, events)
+        return agg.input_columns(view.aggs, events)
 
-    def evaluate(self, op: "WindowedOperator", pane_parts: list, late_parts: list, metrics: dict) -> None:
+    def evaluate(self, view: StepView) -> Evaluation:
+        """The windows the watermark ``view.wm`` closes, and elements given up; prunes the buffer."""
         raise NotImplementedError
 
-    def late(self, op: "WindowedOperator", ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per element: too late on arrival, and the window its late row names."""
         raise NotImplementedError
 
     def next_timer(self) -> int:
@@ -229,47 +276,47 @@ class MixedLogic:
         first[kid_o[::-1]] = np.arange(len(kid_o))[::-1]
         return order, kid_o, first
 
-    def _fire(self, op: "WindowedOperator", rep: np.ndarray, seq: np.ndarray, lo: np.ndarray,
-              hi: np.ndarray, order: np.ndarray, pane_parts: list, we: np.ndarray | None = None) -> None:
-        """One final ON_TIME pane per window ``w``: the buffered elements ``order[lo[w]:hi[w]]``
-        (sorted positions, by time), the key of buffered element ``rep[w]``, ``window_seq = seq[w]``
-        (count-based kinds) or the window ``[seq[w], we[w])`` (record_sliding)."""
+    def _close_windows(self, view: StepView, rep: np.ndarray, seq: np.ndarray, lo: np.ndarray,
+                       hi: np.ndarray, order: np.ndarray, we: np.ndarray | None = None) -> list[Closed]:
+        """Windows ``w`` with the buffered elements ``order[lo[w]:hi[w]]`` (sorted positions, by
+        time), the key of buffered element ``rep[w]``, ``window_seq = seq[w]`` (count-based kinds)
+        or the window ``[seq[w], we[w])`` (record_sliding), aggregated now (before the buffer is
+        pruned)."""
         assert self.keys is not None and self.values is not None
         m = len(rep)
         if m == 0:
-            return
-        rows = op._append_rows(self.keys.take(pa.array(rep)), seq.astype(np.int64),
-                               np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64))
-        if not self._fold_ranges(op, rows, lo, hi, order):
+            return []
+        folded = self._fold_ranges(view, lo, hi, order)
+        if folded is None:
             lengths = hi - lo
             win = np.repeat(np.arange(m), lengths)
             pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
             src = order[pos]
-            values = agg.input_columns(op.aggs, self.values)
-            op._fold(rows[win], values.take(pa.array(src)), self.ts[src])
-        # first / last element time: pane_timestamp under the earliest / latest combiners
-        op.cols["hold_min"][rows] = self.ts[order[lo]]
-        op.cols["hold_max"][rows] = self.ts[order[hi - 1]]
-        op._emit(rows, np.zeros(m, dtype=bool), np.ones(m, dtype=bool), pane_parts)
-        op.cols["closed"][rows] = True
+            values = agg.input_columns(view.aggs, self.values)
+            arrival = (view.seq << 32) + np.arange(len(win), dtype=np.int64)
+            folded = agg.preaggregate(view.aggs, values.take(pa.array(src)), win, self.ts[src], None, arrival)
+        windows, res, partials = folded
+        return [Closed(self.keys.take(pa.array(rep)), seq.astype(np.int64),
+                       np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64),
+                       windows, res, partials, self.ts[order[lo]], self.ts[order[hi - 1]])]
 
-    def _fold_ranges(self, op: "WindowedOperator", rows: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                     order: np.ndarray) -> bool:
+    def _fold_ranges(self, view: StepView, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
+                     ) -> tuple[np.ndarray, dict, dict] | None:
         """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges with
         ``np.ufunc.reduceat``, without expanding (element, window) pairs: memory follows the windows,
         not windows x elements per window (record_sliding windows overlap heavily). Only for
-        sum / avg / count / min / max over integer or float columns; returns False (nothing done)
-        otherwise, and the caller folds the expanded pairs."""
-        aggs = op.aggs
+        sum / avg / count / min / max over integer or float columns; returns None otherwise, and
+        the caller folds the expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
+        aggs = view.aggs
         if not aggs or any(a.spec.func not in agg.COMBINABLE for a in aggs):
-            return False
+            return None
         assert self.values is not None
         columns: dict[str, Any] = {}
         for a in aggs:
             if a.spec.column is not None and a.spec.column not in columns:
                 col = self.values.column(a.spec.column)
                 if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-                    return False
+                    return None
                 columns[a.spec.column] = col.take(pa.array(order)).combine_chunks()
         idx = _ranges(lo, hi)
         ts = self.ts[order]
@@ -299,8 +346,7 @@ class MixedLogic:
                     ufunc = np.fmin if f == "min" else np.fmax
                 v = _reduce(ufunc, x, idx)
                 partials[p + "v"] = pa.array(v, mask=cnt == 0).cast(col.type)
-        op._merge_into(rows, res, partials)
-        return True
+        return np.arange(len(lo), dtype=np.int64), res, partials
 
     # ---- snapshots (pickled by spark_windowing.state)
     def snapshot(self) -> dict[str, Any]:
@@ -355,21 +401,21 @@ class CountEveryLogic(MixedLogic):
         """Largest k with offset + k·every <= t."""
         return (t - self.window.offset) // self.window.every
 
-    def late(self, op, ts):
+    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         w = self.window
         first = (ts - w.offset) // w.every + 1        # index of the first boundary after ts
-        late = first <= self._boundary_index(op.wm)
+        late = first <= self._boundary_index(view.wm)
         we = w.offset + first * w.every
         return late, we - w.every, we
 
-    def evaluate(self, op, pane_parts, late_parts, metrics) -> None:
-        w = self.window
-        k_now = self._boundary_index(op.wm)
+    def evaluate(self, view: StepView) -> Evaluation:
+        w, out = self.window, Evaluation()
+        k_now = self._boundary_index(view.wm)
         if self.done_k is not None and k_now <= self.done_k:
-            return
+            return out
         k_prev, self.done_k = self.done_k, k_now
         if len(self.ts) == 0:
-            return
+            return out
         order, kid_o, first = self._sorted()
         ts_o = self.ts[order]
         c = (ts_o - w.offset) // w.every + 1
@@ -388,7 +434,7 @@ class CountEveryLogic(MixedLogic):
             hi = np.searchsorted(kid_o * span + r_ts, wk * span + r_b, side="left")
             lo = np.maximum(first[wk], hi - w.size)
             tie = np.lexsort((wk, wc))  # emit in boundary order
-            self._fire(op, order[first[wk]][tie], wc[tie], lo[tie], hi[tie], order, pane_parts)
+            out.closed += self._close_windows(view, order[first[wk]][tie], wc[tie], lo[tie], hi[tie], order)
         # keep per key the last n elements before b_now and everything at or after it
         (r_ts, r_b), span = _ranks(ts_o, np.array([b_now]))
         comp = kid_o * span + r_ts
@@ -399,6 +445,7 @@ class CountEveryLogic(MixedLogic):
         keep = np.zeros(len(ts_o), dtype=bool)
         keep[order[keep_o]] = True
         self._keep(keep)
+        return out
 
     def next_timer(self) -> int:
         w = self.window
@@ -427,8 +474,8 @@ class SlidingEveryLogic(MixedLogic):
         self.counted_keys: pa.Table | None = None   # per key: elements counted so far
         self.counted = np.empty(0, dtype=np.int64)
 
-    def late(self, op, ts):
-        return ts < op.wm, ts, ts + self.window.size
+    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return ts < view.wm, ts, ts + self.window.size
 
     def _appended(self, m: int) -> None:
         self.ordinal = np.concatenate([self.ordinal, np.full(m, -1, dtype=np.int64)])
@@ -455,11 +502,11 @@ class SlidingEveryLogic(MixedLogic):
             self.counted = np.concatenate([self.counted, np.zeros(len(missing), dtype=np.int64)])
         return row_of[kid_buf]
 
-    def evaluate(self, op, pane_parts, late_parts, metrics) -> None:
-        w = self.window
+    def evaluate(self, view: StepView) -> Evaluation:
+        w, out = self.window, Evaluation()
         if len(self.ts) == 0:
-            return
-        wm = op.wm
+            return out
+        wm = view.wm
         newly = (self.ordinal < 0) & (self.ts < wm)
         if newly.any():
             krow = self._key_rows()
@@ -486,9 +533,10 @@ class SlidingEveryLogic(MixedLogic):
                 lo = np.searchsorted(comp, tk * span + r_lo, side="right")
                 seq = (ordn[trig] + 1) // w.every - 1
                 em = np.lexsort((seq, tk, t))  # emit in trigger-time order
-                self._fire(op, t_el[em], seq[em], lo[em], hi[em], order, pane_parts)
+                out.closed += self._close_windows(view, t_el[em], seq[em], lo[em], hi[em], order)
         # later triggers have t >= wm, so they need only ts > wm - size
         self._keep(self.ts > wm - w.size)
+        return out
 
     def next_timer(self) -> int:
         """Just past the time of the element that would trigger next (if no earlier one arrives)."""
@@ -536,18 +584,19 @@ class RecordSlidingLogic(MixedLogic):
     def _close(self, end: np.ndarray) -> np.ndarray:
         return end + 1 + self.lateness
 
-    def late(self, op, ts):
+    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         # every window holding ts ends at or before ts + size: too late once that one is closed
         w = self.window
-        return self._close(ts + w.size) <= op.wm, ts - w.size, ts
+        return self._close(ts + w.size) <= view.wm, ts - w.size, ts
 
-    def add(self, op, events, key_table, ts, late_parts, metrics) -> None:
-        self.grain = _grain(op)
+    def add(self, view: StepView, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> Late | None:
+        self.grain = view.grain
         n0 = len(self.ts)
-        super().add(op, events, key_table, ts, late_parts, metrics)
-        self.arr_wm[n0:] = op.wm
+        late = super().add(view, events, key_table, ts)
+        self.arr_wm[n0:] = view.wm
+        return late
 
-    def _values(self, op, events):
+    def _values(self, view: StepView, events: pa.Table) -> pa.Table:
         return events  # whole rows: an element no window took goes to the late output as it came
 
     def _appended(self, m: int) -> None:
@@ -578,13 +627,13 @@ class RecordSlidingLogic(MixedLogic):
         return (np.searchsorted(comp, ck * span + r_s, side="left"),
                 np.searchsorted(comp, ck * span + r_e, side="right"))
 
-    def evaluate(self, op, pane_parts, late_parts, metrics) -> None:
-        w, wm, prev = self.window, op.wm, self.done_wm
+    def evaluate(self, view: StepView) -> Evaluation:
+        w, wm, prev, out = self.window, view.wm, self.done_wm, Evaluation()
         if wm <= prev:
-            return
+            return out
         self.done_wm = wm
         if len(self.ts) == 0:
-            return
+            return out
         assert self.keys is not None and self.values is not None
         # Windows closing now (prev < close <= wm) hold the elements that came before this step:
         # this step's elements arrived under watermark wm, when those windows were already closed.
@@ -602,7 +651,7 @@ class RecordSlidingLogic(MixedLogic):
             full = hi > lo
             ck, cs, lo, hi = ck[full], cs[full], lo[full], hi[full]
             if len(cs):
-                self._fire(op, order[lo], cs, lo, hi, order, pane_parts, we=cs + w.size + 1)
+                out.closed += self._close_windows(view, order[lo], cs, lo, hi, order, we=cs + w.size + 1)
                 cover = np.bincount(lo, minlength=len(order) + 1) - np.bincount(hi, minlength=len(order) + 1)
                 self.in_pane[order[np.cumsum(cover)[:-1] > 0]] = True
         # no window still to close can hold these: those no window took go to the late output
@@ -610,11 +659,10 @@ class RecordSlidingLogic(MixedLogic):
         lost = (gone > prev) & (gone <= wm) & ~self.in_pane
         if lost.any():
             sel = np.flatnonzero(lost)
-            metrics[LATE_REASON_TOO_LATE] = metrics.get(LATE_REASON_TOO_LATE, 0) + len(sel)
-            late_parts.append(op._late_rows(self.values.take(pa.array(sel)), LATE_REASON_TOO_LATE,
-                                            self.ts[sel] - w.size, self.ts[sel]))
+            out.late.append(Late(self.values.take(pa.array(sel)), self.ts[sel] - w.size, self.ts[sel]))
         # an element is kept while the window starting just after it may still close
         self._keep(self._close(self.ts + self.grain + w.size) > wm)
+        return out
 
     def next_timer(self) -> int:
         """The earliest watermark at which a window closes or an element is given up."""
@@ -644,11 +692,10 @@ class RecordSlidingLogic(MixedLogic):
         self.arr_wm, self.in_pane = doc["arr_wm"], doc["in_pane"]
 
 
-def _grain(op: "WindowedOperator") -> int:
+def grain(schema: pa.Schema | None, column: str | None, unit: str | None) -> int:
     """The timestamps' grain in µs: the unit of integer epoch columns (Kafka's are milliseconds),
     else 1 µs (timestamp, date, string and floating-point columns)."""
-    column = op.spec.timestamp_column
-    t = field_type(op.input_schema, column) if column is not None and op.input_schema is not None else None
+    t = field_type(schema, column) if column is not None and schema is not None else None
     if t is not None and pa.types.is_integer(t):
-        return UNIT_FACTORS[op.spec.timestamp_unit or "ms"]
+        return UNIT_FACTORS[unit or "ms"]
     return 1

@@ -38,32 +38,14 @@ from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, LATE_FIELDS, L
 from spark_windowing.process import PaneInfo
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE, Ctx
+from spark_windowing.window_table import I64_MAX, I64_MIN, WindowTable, window_layout
 from spark_windowing.windows import Sliding
 
 TIMINGS = np.array([TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE], dtype=object)
 _TIMING_ARRAY: pa.Array | None = None  # the pane_timing strings by timing code (built on first use)
 _EARLY, _ON_TIME, _LATE = 0, 1, 2
 _NOKEY = "__nokey"
-_I64_MAX = np.iinfo(np.int64).max
-_I64_MIN = np.iinfo(np.int64).min
 _MERGED_FIRST = 1 << 62  # pane order: retractions of merged-away sessions first, then by row id
-
-# Row-level columns every window has: name -> (dtype, default).
-_BASE_COLUMNS: dict[str, tuple[object, object]] = {
-    "ws": (np.int64, 0), "we": (np.int64, 0),
-    "eow": (np.bool_, False),          # end-of-window timer pending
-    "closed": (np.bool_, False),       # trigger finished: tombstone until expiry
-    "pidx": (np.int64, 0),             # panes emitted so far (next pane_index)
-    "nonspec": (np.int64, 0),          # non-EARLY panes emitted so far
-    "hold_min": (np.int64, _I64_MAX),  # watermark hold (earliest / latest combiners)
-    "hold_max": (np.int64, _I64_MIN),
-    "lp_idx": (np.int64, -1),          # last emitted TRIGGER: index, timing, timestamp
-    "lp_timing": (np.int8, 0),
-    "lp_ts": (np.int64, 0),
-    "rid": (np.int64, 0),              # row id: creation order, orders panes independently of row position
-    "bkt": (np.int64, -1),             # state-store key bucket (-1 until the store assigns it)
-}
-
 
 def _timing_array() -> pa.Array:
     global _TIMING_ARRAY
@@ -106,11 +88,9 @@ class WindowedOperator:
         self.seq = -1
         self.input_schema: pa.Schema | None = None
         self.key_counts: dict[tuple, int] = {}  # count windows: elements seen per key
-        self.next_rid = 0  # next row id (``rid``): row ids grow in creation order, never reused
+        self._next_rid = 0  # the row id the window table starts from once bound (a restored snapshot's)
         self.aggs: list[agg.BoundAggregate] = []
-        self.keys: pa.Table | None = None
-        self.cols: dict[str, np.ndarray] = {}
-        self.layout: dict[str, tuple[object, object]] = {}
+        self.table: WindowTable | None = None  # the windows, once bound
         self._track_last = spec.retracting or spec.fire_only_updated_panes
         # count(n, <duration>) / sliding(<duration>, n elements) / record_sliding(<size>):
         # buffered, evaluated in mixed.py
@@ -160,22 +140,33 @@ class WindowedOperator:
             agg.check_retractable(self.aggs, spec.aggregate_text)
         self.input_schema = schema
         key_fields = self.key_fields()
-        self.keys = pa.table({f.name: pa.array([], f.type) for f in key_fields}) if key_fields else \
-            pa.table({_NOKEY: pa.array([], pa.int8())})
-        layout: dict[str, tuple[object, object]] = dict(_BASE_COLUMNS)
-        for name, column in spec.trigger.columns():
-            layout[name] = (column.dtype, column.default)
-        for a in self.aggs:
-            layout.update(a.state_columns())
-        if self._track_last:
-            for j, _ in enumerate(self.aggregate_fields()):
-                layout[f"lo:{j}"] = (object, None)
-        if spec.window.inherit:  # input rows minus retracted ones: a window at 0 has no pane
-            layout["net"] = (np.int64, 0)
-        if spec.window.count_based:  # element count and first/last timestamps per window
-            layout.update({"cnt": (np.int64, 0), "tmin": (np.int64, _I64_MAX), "tmax": (np.int64, _I64_MIN)})
-        self.layout = layout
-        self.cols = {name: np.empty(0, dtype=dt) for name, (dt, _) in layout.items()}
+        key_schema = pa.schema(key_fields) if key_fields else pa.schema([pa.field(_NOKEY, pa.int8())])
+        self.table = WindowTable(window_layout(spec, self.aggs, len(self.aggregate_fields())), key_schema,
+                                 self._fresh_objects)
+        self.table.next_rid = self._next_rid
+
+    def _fresh_objects(self, column: str, m: int) -> np.ndarray:
+        """``m`` new cells of the Python-object state column ``column`` (its aggregate's)."""
+        return next(a for a in self.aggs if column.startswith(a.prefix)).fresh_objects(m)
+
+    # ---- the window table's parts, as the state codec, the store and tests read them
+    @property
+    def cols(self) -> dict[str, np.ndarray]:
+        return self.table.cols if self.table is not None else {}
+
+    @property
+    def keys(self) -> pa.Table | None:
+        return self.table.keys if self.table is not None else None
+
+    @property
+    def next_rid(self) -> int:
+        return self.table.next_rid if self.table is not None else self._next_rid
+
+    @next_rid.setter
+    def next_rid(self, value: int) -> None:
+        self._next_rid = int(value)
+        if self.table is not None:
+            self.table.next_rid = int(value)
 
     def retype_null_columns(self, schema: pa.Schema) -> None:
         """Give input columns bound as type null (an all-null first batch) the type ``schema``
@@ -187,20 +178,16 @@ class WindowedOperator:
         if not changed:
             return
         self.input_schema = pa.schema([pa.field(f.name, changed.get(f.name, f.type)) for f in self.input_schema])
-        if self.spec.key_columns and self.keys is not None:
-            self.keys = self.keys.cast(pa.schema(self.key_fields()))
+        assert self.table is not None
+        if self.spec.key_columns:
+            self.table.retype_keys(pa.schema(self.key_fields()))
         for i, a in enumerate(self.aggs):
             if a.spec.column in changed:
                 new = agg.bind_aggregates((a.spec,), self.input_schema, self.spec.aggregate_text)[0]
                 new.index = a.index
                 self.aggs[i] = new
-                n = self.num_windows
                 for name, (dt, default) in new.state_columns().items():
-                    self.layout[name] = (dt, default)
-                    keep = name in self.cols and self.cols[name].dtype == np.dtype(dt)
-                    if not keep:
-                        self.cols[name] = (new.fresh_objects(n) if name.endswith(":o") else
-                                           np.zeros(n, dtype=dt) if default is None else np.full(n, default, dtype=dt))
+                    self.table.reset_column(name, dt, default)
 
     def key_fields(self) -> list[pa.Field]:
         assert self.input_schema is not None
@@ -221,7 +208,7 @@ class WindowedOperator:
 
     @property
     def num_windows(self) -> int:
-        return len(self.cols["ws"]) if self.cols else 0
+        return len(self.table) if self.table is not None else 0
 
     # ------------------------------------------------------------------ the step
     def step(self, events: pa.Table | None, *, watermark: int | None = None,
@@ -249,7 +236,7 @@ class WindowedOperator:
             touched, n_new, min_ts_new = self._add(events, late_parts, pane_parts, metrics)
         self._fire(touched, n_new, min_ts_new, pane_parts)
         if self.mixed is not None:
-            self.mixed.evaluate(self, pane_parts, late_parts, metrics)
+            self._close_buffered(self.mixed.evaluate(self._step_view()), pane_parts, late_parts, metrics)
         expired = self._expire()
         panes, order = self._assemble(pane_parts)
         late = pa.concat_tables(late_parts) if late_parts else self.late_schema().empty_table()
@@ -290,7 +277,9 @@ class WindowedOperator:
             if retract is not None:
                 iws, iwe, retract = iws[valid], iwe[valid], retract[valid]
         if self.mixed is not None:
-            self.mixed.add(self, events, key_table, ts, late_parts, metrics)
+            late = self.mixed.add(self._step_view(), events, key_table, ts)
+            if late is not None:
+                self._buffered_late(late, late_parts, metrics)
             n = self.num_windows
             return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.full(n, NONE, dtype=np.int64)
         n0 = self.num_windows
@@ -345,6 +334,32 @@ class WindowedOperator:
             min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
         return touched, n_new, min_ts_new
 
+    # ------------------------------------------------------------------ buffered kinds (mixed.py)
+    def _step_view(self) -> mixed_windows.StepView:
+        spec = self.spec
+        return mixed_windows.StepView(self.wm, self.seq, self.aggs, mixed_windows.grain(
+            self.input_schema, spec.timestamp_column, spec.timestamp_unit))
+
+    def _close_buffered(self, ev: mixed_windows.Evaluation, pane_parts, late_parts, metrics) -> None:
+        """Fire the windows a buffered kind closed (each once: ON_TIME, final), in its order, then
+        send the elements it gave up to the late output."""
+        assert self.table is not None
+        for c in ev.closed:
+            m = len(c.ws)
+            rows = self.table.append(c.keys, c.ws, c.we)
+            self._merge_into(rows[c.windows], c.res, c.partials)
+            # first / last element time: pane_timestamp under the earliest / latest combiners
+            self.cols["hold_min"][rows] = c.first_ts
+            self.cols["hold_max"][rows] = c.last_ts
+            self._emit(rows, np.zeros(m, dtype=bool), np.ones(m, dtype=bool), pane_parts)
+            self.table.closed[rows] = True
+        for late in ev.late:
+            self._buffered_late(late, late_parts, metrics)
+
+    def _buffered_late(self, late: mixed_windows.Late, late_parts, metrics) -> None:
+        metrics[LATE_REASON_TOO_LATE] = metrics.get(LATE_REASON_TOO_LATE, 0) + late.rows.num_rows
+        late_parts.append(self._late_rows(late.rows, LATE_REASON_TOO_LATE, late.ws, late.we))
+
     def _retracted(self, events: pa.Table) -> np.ndarray:
         """Input rows that take back an earlier row (``kind = 'RETRACTION'``), for window=inherit."""
         if "kind" not in events.column_names:
@@ -366,7 +381,7 @@ class WindowedOperator:
         pairs' arrival numbers (default: this batch, in the pairs' order)."""
         hold = None
         if self.spec.timestamp_combiner != "end_of_window" and sign > 0:
-            hold = np.where(pts >= self.wm, pts, _I64_MAX)
+            hold = np.where(pts >= self.wm, pts, I64_MAX)
         if arrival is None:
             arrival = (self.seq << 32) + np.arange(len(g), dtype=np.int64)
         rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold, arrival)
@@ -397,7 +412,7 @@ class WindowedOperator:
             return None
         if any(a.spec.func not in agg.COMBINABLE for a in self.aggs):
             return None
-        if self.num_windows and self.cols["closed"].any():
+        if self.num_windows and self.table.closed.any():
             return None
         bucket = (ts - w.offset) // w.slide * w.slide + w.offset
         return bucket + w.slide + self.spec.allowed_lateness > self.wm
@@ -415,7 +430,7 @@ class WindowedOperator:
         needed = sorted({a.spec.column for a in self.aggs if a.spec.column is not None})
         hold = None
         if self.spec.timestamp_combiner != "end_of_window":
-            hold = np.where(ts >= self.wm, ts, _I64_MAX)
+            hold = np.where(ts >= self.wm, ts, I64_MAX)
         b_rows, b_res, b_part = agg.preaggregate(self.aggs, events.select(needed), bucket, ts, hold)
         first = np.empty(int(bucket.max()) + 1, dtype=np.int64)
         first[bucket[::-1]] = np.arange(len(bucket))[::-1]
@@ -471,37 +486,6 @@ class WindowedOperator:
         return pa.table({f.name: get_column(events, f.name).cast(f.type) for f in fields})
 
     # ------------------------------------------------------------------ row management
-    def _append_rows(self, keys: pa.Table, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
-        """Append new windows; return their row indices."""
-        start, m = self.num_windows, len(ws)
-        assert self.keys is not None
-        self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks() \
-            if self.keys.num_rows else keys.cast(self.keys.schema)
-        for name, (dt, default) in self.layout.items():
-            if name == "ws":
-                new = ws.astype(np.int64)
-            elif name == "we":
-                new = we.astype(np.int64)
-            elif name == "rid":
-                new = np.arange(self.next_rid, self.next_rid + m, dtype=np.int64)
-            elif name.endswith(":o"):
-                new = next(a for a in self.aggs if name.startswith(a.prefix)).fresh_objects(m)
-            elif dt is object:
-                new = np.full(m, None, dtype=object)
-            elif default is None:
-                new = np.zeros(m, dtype=dt)
-            else:
-                new = np.full(m, default, dtype=dt)
-            self.cols[name] = np.concatenate([self.cols[name], new])
-        self.next_rid += m
-        return np.arange(start, start + m, dtype=np.int64)
-
-    def _keep_rows(self, keep: np.ndarray) -> None:
-        assert self.keys is not None
-        self.keys = self.keys.filter(pa.array(keep))
-        for name in self.cols:
-            self.cols[name] = self.cols[name][keep]
-
     def _assign_fixed(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
         """Row index per (element, window) pair, creating rows for new windows.
@@ -510,14 +494,14 @@ class WindowedOperator:
         (cumulate) — hashed to dense ids, combined
         into one int64 per pair and per state row, and matched with a hash index (no sorting).
         """
-        assert self.keys is not None
+        assert self.table is not None
         if len(ws) == 0:  # every pair of the batch was too late
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         n = self.num_windows
         kid_state, kid_pairs = factorize([self.keys, pair_keys])
-        ws_ids = pd().factorize(np.concatenate([self.cols["ws"], ws]))[0]
+        ws_ids = pd().factorize(np.concatenate([self.table.ws, ws]))[0]
         if self.spec.window.same_start:  # windows told apart by (start, end)
-            we_ids = pd().factorize(np.concatenate([self.cols["we"], we]))[0]
+            we_ids = pd().factorize(np.concatenate([self.table.we, we]))[0]
             ws_ids = pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
         n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
         comp_state = kid_state * n_ws + ws_ids[:n]
@@ -529,24 +513,24 @@ class WindowedOperator:
             np.full(len(uniques), -1, dtype=np.int64)
         new = row < 0
         if new.any():
-            row[new] = self._append_rows(pair_keys.take(pa.array(rep[new])), ws[rep[new]], we[rep[new]])
+            row[new] = self.table.append(pair_keys.take(pa.array(rep[new])), ws[rep[new]], we[rep[new]])
         g = row[group]
         closed = np.zeros(len(g), dtype=bool)
         if n:
-            closed = (g < n) & self.cols["closed"][np.minimum(g, n - 1)]
+            closed = (g < n) & self.table.closed[np.minimum(g, n - 1)]
         return g, closed
 
     def _assign_sessions(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray,
                          pane_parts: list) -> tuple[np.ndarray, np.ndarray]:
         """Merge the pairs' proto-windows with the existing sessions of their keys."""
-        assert self.keys is not None
+        assert self.table is not None
         n = self.num_windows
         kid_state, kid_pairs = factorize([self.keys, pair_keys])
         in_batch = np.isin(kid_state, kid_pairs) if n else np.zeros(0, dtype=bool)
         ex_rows = np.flatnonzero(in_batch)
         kid = np.concatenate([kid_state[ex_rows], kid_pairs])
-        start = np.concatenate([self.cols["ws"][ex_rows], ws])
-        end = np.concatenate([self.cols["we"][ex_rows], we])
+        start = np.concatenate([self.table.ws[ex_rows], ws])
+        end = np.concatenate([self.table.we[ex_rows], we])
         is_ex = np.concatenate([np.ones(len(ex_rows), bool), np.zeros(len(ws), bool)])
         ref = np.concatenate([ex_rows, np.arange(len(ws))])  # row id (existing) or pair index
         order = np.lexsort((end, start, kid))
@@ -569,12 +553,12 @@ class WindowedOperator:
         n_ex = np.bincount(ex_sid, minlength=n_sess)
         closed_s = np.zeros(n_sess, dtype=bool)
         if len(ex_rows):
-            np.logical_or.at(closed_s, ex_sid, self.cols["closed"][ex_rows])
+            np.logical_or.at(closed_s, ex_sid, self.table.closed[ex_rows])
         one_row = np.full(n_sess, -1, dtype=np.int64)
         one_row[ex_sid] = ex_rows
         same = (n_ex == 1)
-        same[same] = (self.cols["ws"][one_row[same]] == s_start[same]) & \
-                     (self.cols["we"][one_row[same]] == s_end[same])
+        same[same] = (self.table.ws[one_row[same]] == s_start[same]) & \
+                     (self.table.we[one_row[same]] == s_end[same])
         target = np.where(same, one_row, -1)
         has_pairs = np.bincount(pair_sid, minlength=n_sess) > 0
         # a session that grows gets a new row; one holding a closed window stays closed (Beam: a
@@ -588,7 +572,7 @@ class WindowedOperator:
             # create in order of each session's first pair: row ids must not depend on which
             # rows happen to be in memory (the state store loads key buckets lazily)
             sess_new = sess_new[np.argsort(rep_pair[sess_new], kind="stable")]
-            target[sess_new] = self._append_rows(pair_keys.take(pa.array(rep_pair[sess_new])),
+            target[sess_new] = self.table.append(pair_keys.take(pa.array(rep_pair[sess_new])),
                                                  s_start[sess_new], s_end[sess_new])
             merged_away = np.flatnonzero(need_new[ex_sid] if len(ex_rows) else np.zeros(0, bool))
             if len(merged_away):
@@ -600,7 +584,7 @@ class WindowedOperator:
                 keep = np.ones(self.num_windows, dtype=bool)
                 keep[src] = False
                 remap = np.cumsum(keep) - 1
-                self._keep_rows(keep)
+                self.table.keep(keep)
                 closed_p = closed_s[pair_sid]
                 g_pairs = np.where(closed_p, -1, remap[np.maximum(g_pairs, 0)])
                 return g_pairs, closed_p
@@ -611,9 +595,9 @@ class WindowedOperator:
         """Fold windows ``src`` into new windows ``dst`` (retracting their last panes if needed;
         a closed window's final pane stands)."""
         if self.spec.retracting:
-            fired = (self.cols["lp_idx"][src] >= 0) & ~self.cols["closed"][src]
+            fired = (self.cols["lp_idx"][src] >= 0) & ~self.table.closed[src]
             if fired.any():
-                pane_parts.append((self.cols["rid"][src[fired]] * 2 - _MERGED_FIRST,
+                pane_parts.append((self.table.rid[src[fired]] * 2 - _MERGED_FIRST,
                                    self._retractions(src[fired])))
         for name, column in self.spec.trigger.columns():
             col = self.cols[name]
@@ -621,13 +605,13 @@ class WindowedOperator:
             op.at(col, dst, col[src])
         np.minimum.at(self.cols["hold_min"], dst, self.cols["hold_min"][src])
         np.maximum.at(self.cols["hold_max"], dst, self.cols["hold_max"][src])
-        for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.cols["ws"][p[0]])):
+        for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.table.ws[p[0]])):
             agg.merge_rows(self.aggs, self.cols, s, d)
 
     def _close(self, rows: np.ndarray) -> None:
         """Mark ``rows`` finished: tombstones without contents until they expire."""
         if len(rows):
-            self.cols["closed"][rows] = True
+            self.table.closed[rows] = True
             agg.reset_rows(self.aggs, self.cols, rows, finished=True)
 
     # ------------------------------------------------------------------ firing
@@ -685,10 +669,10 @@ class WindowedOperator:
             pts = we - 1
         elif spec.timestamp_combiner == "earliest":
             h = cols["hold_min"][rows]
-            pts = np.where(h == _I64_MAX, we - 1, h)
+            pts = np.where(h == I64_MAX, we - 1, h)
         else:
             h = cols["hold_max"][rows]
-            pts = np.where(h == _I64_MIN, we - 1, h)
+            pts = np.where(h == I64_MIN, we - 1, h)
         e_rows = rows[emit]
         if spec.retracting:
             prior = cols["lp_idx"][e_rows] >= 0
@@ -716,8 +700,8 @@ class WindowedOperator:
                 cols[f"lo:{j}"][e_rows] = py[emit]
         keep_hold = early & spec.trigger.has_ontime_pane()
         clear = rows[~keep_hold]
-        cols["hold_min"][clear] = _I64_MAX
-        cols["hold_max"][clear] = _I64_MIN
+        cols["hold_min"][clear] = I64_MAX
+        cols["hold_max"][clear] = I64_MIN
         if spec.discarding:
             agg.reset_rows(self.aggs, cols, rows)
 
@@ -731,8 +715,8 @@ class WindowedOperator:
             we = we - 1
         keys = None
         if self.spec.key_columns:
-            assert self.keys is not None
-            keys = self.keys.take(pa.array(rows))
+            assert self.table is not None
+            keys = self.table.key_rows(rows)
         return PaneInfo(keys=keys, window_start=np.clip(ws, -62_135_596_800_000_000, GLOBAL_END),
                         window_end=np.minimum(we, GLOBAL_END), window_seq=seq, pane_timing=TIMINGS[timing].tolist(),
                         pane_index=cols["pidx"][rows].copy(), is_final=np.asarray(final, dtype=bool),
@@ -757,11 +741,11 @@ class WindowedOperator:
                                 np.zeros(len(rows), dtype=bool), cols["lp_ts"][rows])
 
     def _pane_table(self, rows, ws, we, values, kind, timing, index, final, pts) -> pa.Table:
-        assert self.keys is not None
+        assert self.table is not None
         n = len(rows)
         arrays: list[pa.Array] = []
         if self.spec.key_columns:
-            keys = self.keys.take(pa.array(rows))
+            keys = self.table.key_rows(rows)
             arrays += [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
         wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
         if self.spec.window.count_based:
@@ -790,12 +774,12 @@ class WindowedOperator:
         if self.num_windows == 0:
             return 0
         if self.spec.window.count_based:  # a finished count window can get no more elements
-            expired = self.cols["closed"].copy()
+            expired = self.table.closed.copy()
         else:
-            expired = self.cols["we"] + self.spec.allowed_lateness <= self.wm
+            expired = self.table.we + self.spec.allowed_lateness <= self.wm
         count = int(expired.sum())
         if count:
-            self._keep_rows(~expired)
+            self.table.keep(~expired)
         return count
 
     # ------------------------------------------------------------------ late output
@@ -857,16 +841,11 @@ class WindowedOperator:
 
     # ------------------------------------------------------------------ rows in and out (state store)
     def import_rows(self, keys: pa.Table, cols: dict[str, np.ndarray]) -> None:
-        """Append windows (their key rows and every state column, as ``state_codec.table_to_cols``
+        """Append windows (key rows and every state column, as ``state_codec.table_to_cols``
         decodes them), in any order: panes are ordered by row id."""
-        if keys.num_rows == 0:
-            return
-        assert self.keys is not None
-        self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks() \
-            if self.keys.num_rows else keys.cast(self.keys.schema)
-        for name in self.cols:
-            self.cols[name] = np.concatenate([self.cols[name], cols[name]])
+        assert self.table is not None
+        self.table.import_rows(keys, cols)
 
     def drop_rows(self, drop: np.ndarray) -> None:
         """Remove the windows where ``drop`` is true from memory (they live on in the store)."""
-        self._keep_rows(~drop)
+        self.table.keep(~drop)

@@ -39,7 +39,7 @@ def snapshot(op: WindowedOperator) -> bytes:
     }
     body = b""
     if op.bound:
-        assert op.keys is not None and op.input_schema is not None
+        assert op.table is not None and op.input_schema is not None
         sink = io.BytesIO()
         schema_buf = op.input_schema.serialize().to_pybytes()
         table = rows_to_table(op)
@@ -48,7 +48,7 @@ def snapshot(op: WindowedOperator) -> bytes:
         extra = pickle.dumps(extra_state(op), protocol=5)
         ipc = sink.getvalue()
         body = schema_buf + ipc + extra
-        header.update({"schema_len": len(schema_buf), "ipc_len": len(ipc), "keys": list(op.keys.column_names),
+        header.update({"schema_len": len(schema_buf), "ipc_len": len(ipc), "keys": list(op.table.keys.column_names),
                        "kinds": column_kinds(op)})
     header["sha256"] = hashlib.sha256(body).hexdigest()
     header["body_len"] = len(body)
@@ -81,5 +81,5 @@ def restore(spec: OperatorSpec, blob: bytes, *, where: str = "snapshot") -> Wind
     ipc_end = header["schema_len"] + header["ipc_len"]
     table = pa.ipc.open_stream(body[header["schema_len"]:ipc_end]).read_all()
     restore_extra(op, pickle.loads(body[ipc_end:]))
-    op.keys, op.cols = table_to_cols(op, table, header["kinds"])
+    op.table.replace(*table_to_cols(op, table, header["kinds"]))
     return op

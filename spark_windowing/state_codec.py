@@ -47,10 +47,10 @@ def check_fingerprint(found: str, spec: "OperatorSpec", where: str) -> None:
 def rows_to_table(op: WindowedOperator, rows: np.ndarray | None = None) -> pa.Table:
     """Windows of ``op`` (all, or those at ``rows``) as one Arrow table: the key columns, then
     ``s:<name>`` per state column; Python-object cells pickled, datetime64 as int64."""
-    assert op.keys is not None
-    keys = op.keys if rows is None else op.keys.take(pa.array(rows, pa.int64()))
+    assert op.table is not None
+    keys = op.table.keys if rows is None else op.table.key_rows(rows)
     arrays, names = list(keys.columns), list(keys.column_names)
-    for name, col in op.cols.items():
+    for name, col in op.table.cols.items():
         col = col if rows is None else col[rows]
         if col.dtype == object:
             arrays.append(pa.array([pickle.dumps(v, protocol=5) for v in col.tolist()], pa.binary()))
@@ -66,14 +66,14 @@ def column_kinds(op: WindowedOperator) -> dict[str, str]:
     """How each state column of ``op`` is encoded: ``pickle``, ``dt:<numpy dtype>`` or ``np``."""
     return {name: ("pickle" if col.dtype == object else
                    f"dt:{col.dtype.str}" if np.issubdtype(col.dtype, np.datetime64) else "np")
-            for name, col in op.cols.items()}
+            for name, col in op.table.cols.items()}
 
 
 def table_to_cols(op: WindowedOperator, table: pa.Table, kinds: dict[str, str] | None = None
                   ) -> tuple[pa.Table, dict[str, np.ndarray]]:
     """Inverse of ``rows_to_table`` for an operator bound to the same input schema."""
     kinds = kinds or column_kinds(op)
-    keys = table.select(list(op.keys.column_names)).combine_chunks() if op.keys is not None else None
+    keys = table.select(list(op.table.keys.column_names)).combine_chunks() if op.table is not None else None
     cols: dict[str, np.ndarray] = {}
     for name, kind in kinds.items():
         col = table.column("s:" + name)

@@ -205,7 +205,7 @@ class StateStore:
             ev, pt = op.row_timers()
             rows_due = (ev <= wm) | (pt <= proc)
             if rows_due.any():
-                touched |= np.bincount(op.cols["bkt"][rows_due], minlength=self.n_buckets) > 0
+                touched |= np.bincount(op.table.bucket[rows_due], minlength=self.n_buckets) > 0
         due_out = ((self.summary[:, 1] <= wm) | (self.summary[:, 2] <= proc)) & ~self.resident
         need = touched | due_out
         load = need & ~self.resident
@@ -252,7 +252,7 @@ class StateStore:
         op = self.op
         drop = self.resident & ~keep
         if op.num_windows and drop.any():
-            op.drop_rows(drop[op.cols["bkt"]])
+            op.drop_rows(drop[op.table.bucket])
         self.resident[drop & (self.summary[:, 0] > 0)] = False
 
     def bucket_of(self, events: pa.Table, key_hash: np.ndarray | None = None) -> np.ndarray:
@@ -269,10 +269,10 @@ class StateStore:
         op = self.op
         if not op.num_windows:
             return
-        new = op.cols["bkt"] < 0
+        new = op.table.bucket < 0
         if new.any():
             rows = np.flatnonzero(new)
-            op.cols["bkt"][rows] = self.bucket_of(op.keys.take(pa.array(rows)))
+            op.table.bucket[rows] = self.bucket_of(op.table.key_rows(rows))
 
     def next_timers(self) -> tuple[int, int]:
         ev, pt = self.op.next_timers()
@@ -328,7 +328,7 @@ class StateStore:
         if op.num_windows <= target:
             return 0
         assert not self.dirty.any(), "evict() after persist()"
-        counts = np.bincount(op.cols["bkt"], minlength=self.n_buckets)
+        counts = np.bincount(op.table.bucket, minlength=self.n_buckets)
         order = [b for b in np.argsort(self.last_used, kind="stable").tolist() if self.resident[b] and counts[b]]
         drop = np.zeros(self.n_buckets, dtype=bool)
         left = op.num_windows
@@ -337,7 +337,7 @@ class StateStore:
                 break
             drop[b] = True
             left -= int(counts[b])
-        mask = drop[op.cols["bkt"]]
+        mask = drop[op.table.bucket]
         op.drop_rows(mask)
         self.resident[drop] = False
         return int(mask.sum())
@@ -371,7 +371,7 @@ class StateStore:
                 self._extra_loc = [name, 0, len(raw), _checksum(raw)]
                 buf.write(raw)   # unchanged extras stay where the previous snapshot put them
         if len(dirty) and op.bound:
-            bkt = op.cols["bkt"] if op.num_windows else np.zeros(0, np.int64)
+            bkt = op.table.bucket if op.num_windows else np.zeros(0, np.int64)
             rows = np.flatnonzero(self.dirty[bkt]) if len(bkt) else np.zeros(0, np.int64)
             rows = rows[np.argsort(bkt[rows], kind="stable")]
             if len(rows):
