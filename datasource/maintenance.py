@@ -95,9 +95,9 @@ def maintain(uri: str, batch_id: int, options: MaintenanceOptions) -> dict[str, 
     from deltalake import DeltaTable
 
     done: dict[str, object] = {}
-    checkpoint = _due(batch_id, options.checkpoint_every)
-    if not (checkpoint or _due(batch_id, options.compact_every) or _due(batch_id, options.vacuum_every)):
+    if not upkeep_due(batch_id, options):
         return done        # most batches: not even the table's log is read
+    checkpoint = _due(batch_id, options.checkpoint_every)
     started = time.perf_counter()
     table = DeltaTable(uri)
     if _due(batch_id, options.compact_every):
@@ -118,6 +118,12 @@ def maintain(uri: str, batch_id: int, options: MaintenanceOptions) -> dict[str, 
     if done:
         done["seconds"] = round(time.perf_counter() - started, 3)
     return done
+
+
+def upkeep_due(batch_id: int, options: MaintenanceOptions) -> bool:
+    """Whether any upkeep (compaction, vacuum, log checkpoint) is due after ``batch_id``."""
+    return any(_due(batch_id, every) for every in (options.compact_every, options.vacuum_every,
+                                                   options.checkpoint_every))
 
 
 def _due(batch_id: int, every: int) -> bool:

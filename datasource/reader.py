@@ -40,7 +40,7 @@ from pyspark.sql.types import StructType
 
 from datasource import kafka, storage, upstream
 from datasource._memory import release_arrow_memory
-from datasource.maintenance import maintain
+from datasource.maintenance import maintain, upkeep_due
 from datasource._types import arrow_to_spark_schema
 from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
 from spark_windowing import join
@@ -222,18 +222,21 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [ShardPartition(i, start, end, planned) for i in range(self.cfg.shards)]
 
     def commit(self, end: dict) -> None:
-        """Spark has finished everything up to ``end``: every ``GC_EVERY`` batches, drop older
-        snapshots and reports (listing the state location, the only place it is listed)."""
-        keep_from = int(end["seq"])
-        if keep_from % GC_EVERY:
+        """Spark has finished everything up to ``end``: the late-data table's upkeep when it is due
+        (``compactEvery``, ``vacuumEvery``, ``checkpointEvery`` count micro-batches), and every
+        ``GC_EVERY`` batches, drop older snapshots and reports (listing the state location, the
+        only place it is listed)."""
+        seq = int(end["seq"])
+        late = self.cfg.late_data_path
+        if late and upkeep_due(seq, self.cfg.late_maintenance) and _is_delta_table(late):
+            maintain(late, seq, self.cfg.late_maintenance)
+        if seq % GC_EVERY:
             return
         for shard in range(self.cfg.shards):
-            collect_garbage(storage, store_root(self.cfg, shard), keep_from)
+            collect_garbage(storage, store_root(self.cfg, shard), seq)
         for info in storage.list_dir(f"{self.cfg.state_location}/reports"):
-            if info.base_name.isdigit() and int(info.base_name) < keep_from - 20:
+            if info.base_name.isdigit() and int(info.base_name) < seq - 20:
                 storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
-        if self.cfg.late_data_path and _is_delta_table(self.cfg.late_data_path):
-            maintain(self.cfg.late_data_path, keep_from, self.cfg.late_maintenance)
 
     def _check_state_location(self) -> None:
         """The state location records the shard count and windowing spec it was written with;

@@ -160,3 +160,32 @@ def test_upkeep_options_parse():
                                       checkpoint_every=7)
     assert opts.retention_property == "interval 7200 seconds"
     assert json.loads(json.dumps(MaintenanceOptions().__dict__))["vacuum_retention_us"] == 7 * 86_400_000_000
+
+
+@pytest.mark.spark
+def test_the_source_keeps_its_late_table_in_shape_with_the_same_rows(spark, tmp_path):
+    """The stream reader runs the same upkeep on its ``lateDataPath`` table from its commit:
+    compactions every 3 micro-batches, vacuums with no retention, a log checkpoint every 4; the
+    late rows equal those of a run without upkeep."""
+    from tests.spark._helpers import rows as pane_rows, run_noop
+    base = {"source": "generator", "totalEvents": "1800", "eventsPerBatch": "150", "keys": "8",
+            "eventInterval": "200 milliseconds", "disorder": "2 seconds", "timestampColumn": "event_time",
+            "keyColumns": "user_id", "window": "tumbling(2 seconds)", "lateFraction": "0.1",
+            "aggregate": "count(*) AS n", "watermark": "bounded(3 seconds)"}
+    kept, plain = tmp_path / "late-kept", tmp_path / "late-plain"
+    run_noop(spark, {**base, "stateLocation": str(tmp_path / "s1"), "lateDataPath": str(kept),
+                     "compactEvery": "3", "vacuumEvery": "3", "vacuumRetention": "0 seconds",
+                     "checkpointEvery": "4"}, str(tmp_path / "c1"))
+    run_noop(spark, {**base, "stateLocation": str(tmp_path / "s2"), "lateDataPath": str(plain), **NO_UPKEEP},
+             str(tmp_path / "c2"))
+
+    late = DeltaTable(str(kept))
+    assert late.to_pyarrow_table().num_rows > 20
+    assert pane_rows(late.to_pyarrow_table(), drop=("batch_time",)) == \
+        pane_rows(DeltaTable(str(plain)).to_pyarrow_table(), drop=("batch_time",))
+    operations = [h["operation"] for h in late.history()]
+    assert "OPTIMIZE" in operations and "VACUUM END" in operations
+    files = {p.name for p in kept.rglob("*.parquet") if "_delta_log" not in p.parts}
+    assert files == committed_files(tmp_path, kept.name)       # vacuum left only the live files
+    assert len(files) < operations.count("WRITE")                # compaction merged small files
+    assert last_checkpoint_version(str(kept)) is not None
