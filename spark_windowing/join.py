@@ -142,6 +142,13 @@ def _side(a: AggregateSpec, side: int, shared: set[str]) -> AggregateSpec:
     return AggregateSpec(a.func, S1 + a.column, a.alias) if a.column in shared else a
 
 
+def side_counts(aggs: list, cols: dict[str, np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The elements of stream 1 and of stream 2 in windows ``rows``: the hidden counters
+    ``N1`` / ``N2`` (their ``a<i>:n`` state columns), found by alias."""
+    by_alias = {a.spec.alias: a for a in aggs}
+    return cols[f"{by_alias[N1].prefix}n"][rows], cols[f"{by_alias[N2].prefix}n"][rows]
+
+
 def gate(how: str, n1: np.ndarray, n2: np.ndarray) -> np.ndarray:
     """Which fired panes are emitted, from the elements of each side in the pane."""
     if how == "inner":

@@ -21,51 +21,28 @@ elements; it is called once per fired pane.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_windowing import aggregates as agg
-from spark_windowing._arrow import factorize, field_type, get_column, pd, to_micros
 from spark_windowing import join
 from spark_windowing import mixed as mixed_windows
+from spark_windowing._arrow import factorize, field_type, get_column, pd, to_micros
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.errors import OptionError
-from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, LATE_FIELDS, LATE_REASON_CLOSED,
-                                   LATE_REASON_MALFORMED, LATE_REASON_TOO_LATE, TIMESTAMP,
-                                   TIMING_EARLY, TIMING_LATE, TIMING_ON_TIME, pane_schema)
-from spark_windowing.process import PaneInfo
+from spark_windowing.firing import TriggerDriver
+from spark_windowing.output import Clock, StepOutput, StepResult, late_rows
+from spark_windowing.panes import (KIND_RETRACTION, LATE_FIELDS, LATE_REASON_CLOSED, LATE_REASON_MALFORMED,
+                                   LATE_REASON_TOO_LATE, pane_schema)
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.triggers import NONE, Ctx
-from spark_windowing.window_table import I64_MAX, I64_MIN, WindowTable, window_layout
+from spark_windowing.triggers import NONE
+from spark_windowing.window_table import I64_MAX, WindowTable, window_layout
 from spark_windowing.windows import Sliding
 
-TIMINGS = np.array([TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE], dtype=object)
-_TIMING_ARRAY: pa.Array | None = None  # the pane_timing strings by timing code (built on first use)
-_EARLY, _ON_TIME, _LATE = 0, 1, 2
+__all__ = ["WindowedOperator", "StepResult"]
+
 _NOKEY = "__nokey"
-_MERGED_FIRST = 1 << 62  # pane order: retractions of merged-away sessions first, then by row id
-
-def _timing_array() -> pa.Array:
-    global _TIMING_ARRAY
-    if _TIMING_ARRAY is None:
-        _TIMING_ARRAY = pa.array(TIMINGS.tolist(), pa.string())
-    return _TIMING_ARRAY
-
-
-@dataclass
-class StepResult:
-    """What one step produced: panes (pane schema), late rows, and counters."""
-
-    panes: pa.Table
-    late: pa.Table
-    metrics: dict[str, int] = field(default_factory=dict)
-    order: np.ndarray | None = None  # the panes' sort keys (row id based), to merge partial steps
-
-
-def _ts_array(values: np.ndarray) -> pa.Array:
-    return pa.array(values, pa.int64()).cast(TIMESTAMP)
 
 
 class WindowedOperator:
@@ -91,6 +68,7 @@ class WindowedOperator:
         self._next_rid = 0  # the row id the window table starts from once bound (a restored snapshot's)
         self.aggs: list[agg.BoundAggregate] = []
         self.table: WindowTable | None = None  # the windows, once bound
+        self.firing: TriggerDriver | None = None  # fires them, once bound
         self._track_last = spec.retracting or spec.fire_only_updated_panes
         # count(n, <duration>) / sliding(<duration>, n elements) / record_sliding(<size>):
         # buffered, evaluated in mixed.py
@@ -144,6 +122,7 @@ class WindowedOperator:
         self.table = WindowTable(window_layout(spec, self.aggs, len(self.aggregate_fields())), key_schema,
                                  self._fresh_objects)
         self.table.next_rid = self._next_rid
+        self.firing = TriggerDriver(spec, self.table, self.aggs, self.pane_schema, self.aggregate_fields)
 
     def _fresh_objects(self, column: str, m: int) -> np.ndarray:
         """``m`` new cells of the Python-object state column ``column`` (its aggregate's)."""
@@ -207,6 +186,11 @@ class WindowedOperator:
         return pa.schema([*own, *LATE_FIELDS])
 
     @property
+    def clock(self) -> Clock:
+        """The current watermark, processing time and batch sequence."""
+        return Clock(self.wm, self.proc, self.seq)
+
+    @property
     def num_windows(self) -> int:
         return len(self.table) if self.table is not None else 0
 
@@ -223,32 +207,27 @@ class WindowedOperator:
             self.bind(events.schema)
         if not self.bound:
             return StepResult(pa.table({}), pa.table({}), {"events_in": 0})
-        wm, proc = self.wm, self.proc
-        metrics = {"events_in": 0 if events is None else events.num_rows, "malformed": 0, "too_late": 0,
-                   "closed": 0}
-        late_parts: list[pa.Table] = []
-        pane_parts: list[tuple[np.ndarray, pa.Table]] = []
+        assert self.firing is not None
+        out = StepOutput(0 if events is None else events.num_rows)
         n = self.num_windows
         touched = np.zeros(n, dtype=bool)
         n_new = np.zeros(n, dtype=np.int64)
         min_ts_new = np.full(n, NONE, dtype=np.int64)
         if events is not None and events.num_rows:
-            touched, n_new, min_ts_new = self._add(events, late_parts, pane_parts, metrics)
-        self._fire(touched, n_new, min_ts_new, pane_parts)
+            touched, n_new, min_ts_new = self._add(events, out)
+        self.firing.fire(touched, n_new, min_ts_new, self.clock, out)
         if self.mixed is not None:
-            self._close_buffered(self.mixed.evaluate(self._step_view()), pane_parts, late_parts, metrics)
+            self._close_buffered(self.mixed.evaluate(self._step_view()), out)
         expired = self._expire()
-        panes, order = self._assemble(pane_parts)
-        late = pa.concat_tables(late_parts) if late_parts else self.late_schema().empty_table()
-        metrics.update({
-            "panes_trigger": int(pc.sum(pc.equal(panes.column("kind"), KIND_TRIGGER)).as_py() or 0),
-            "panes_retraction": int(pc.sum(pc.equal(panes.column("kind"), KIND_RETRACTION)).as_py() or 0),
-            "late_dropped": late.num_rows, "expired_windows": expired, "state_rows": self.num_windows,
-        })
-        return StepResult(panes, late, metrics, order)
+        return out.result(self.pane_schema(), self.late_schema(), expired_windows=expired,
+                          state_rows=self.num_windows)
 
     # ------------------------------------------------------------------ adding elements
-    def _add(self, events, late_parts, pane_parts, metrics):
+    def _add(self, events: pa.Table, out: StepOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Add the batch's elements: assign windows, send malformed / too-late / closed ones to
+        the late output, fold the rest into the window table. Returns, per window row, whether
+        it got elements, how many, and the earliest one's time (the trigger's inputs).
+        (Long: the one place where the window kinds' assignment paths meet.)"""
         spec = self.spec
         ts, valid = self.event_times(events)
         gap = None
@@ -268,8 +247,8 @@ class WindowedOperator:
             agg.check_no_retractions(self.aggs, retract & valid)
         if not valid.all():
             bad = ~valid
-            metrics["malformed"] = int(bad.sum())
-            late_parts.append(self._late_rows(events.filter(pa.array(bad)), LATE_REASON_MALFORMED, None, None))
+            out.late(self._late_rows(events.filter(pa.array(bad)), LATE_REASON_MALFORMED, None, None),
+                     LATE_REASON_MALFORMED)
             keep = pa.array(valid)
             events, key_table = events.filter(keep), key_table.filter(keep)
             ts = ts[valid]
@@ -279,7 +258,7 @@ class WindowedOperator:
         if self.mixed is not None:
             late = self.mixed.add(self._step_view(), events, key_table, ts)
             if late is not None:
-                self._buffered_late(late, late_parts, metrics)
+                self._buffered_late(late, out)
             n = self.num_windows
             return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.full(n, NONE, dtype=np.int64)
         n0 = self.num_windows
@@ -299,16 +278,16 @@ class WindowedOperator:
             idx, ws, we = spec.window.assign(ts, gap)
         too_late = we + spec.allowed_lateness <= self.wm
         if too_late.any():
-            self._drop_pairs(too_late, LATE_REASON_TOO_LATE, events, idx, ws, we, late_parts, metrics)
+            self._drop_pairs(too_late, LATE_REASON_TOO_LATE, events, idx, ws, we, out)
             ok = ~too_late
             idx, ws, we = idx[ok], ws[ok], we[ok]
         pair_keys = key_table.take(pa.array(idx))
         if spec.window.merging:
-            g, closed = self._assign_sessions(pair_keys, ws, we, pane_parts)
+            g, closed = self._assign_sessions(pair_keys, ws, we, out)
         else:
             g, closed = self._assign_fixed(pair_keys, ws, we)
         if closed.any():
-            self._drop_pairs(closed, LATE_REASON_CLOSED, events, idx, ws, we, late_parts, metrics)
+            self._drop_pairs(closed, LATE_REASON_CLOSED, events, idx, ws, we, out)
             ok = ~closed
             idx, g = idx[ok], g[ok]
         n = self.num_windows
@@ -340,10 +319,10 @@ class WindowedOperator:
         return mixed_windows.StepView(self.wm, self.seq, self.aggs, mixed_windows.grain(
             self.input_schema, spec.timestamp_column, spec.timestamp_unit))
 
-    def _close_buffered(self, ev: mixed_windows.Evaluation, pane_parts, late_parts, metrics) -> None:
+    def _close_buffered(self, ev: mixed_windows.Evaluation, out: StepOutput) -> None:
         """Fire the windows a buffered kind closed (each once: ON_TIME, final), in its order, then
         send the elements it gave up to the late output."""
-        assert self.table is not None
+        assert self.table is not None and self.firing is not None
         for c in ev.closed:
             m = len(c.ws)
             rows = self.table.append(c.keys, c.ws, c.we)
@@ -351,14 +330,16 @@ class WindowedOperator:
             # first / last element time: pane_timestamp under the earliest / latest combiners
             self.cols["hold_min"][rows] = c.first_ts
             self.cols["hold_max"][rows] = c.last_ts
-            self._emit(rows, np.zeros(m, dtype=bool), np.ones(m, dtype=bool), pane_parts)
+            self.firing.emit(rows, np.zeros(m, dtype=bool), np.ones(m, dtype=bool), self.clock, out)
             self.table.closed[rows] = True
         for late in ev.late:
-            self._buffered_late(late, late_parts, metrics)
+            self._buffered_late(late, out)
 
-    def _buffered_late(self, late: mixed_windows.Late, late_parts, metrics) -> None:
-        metrics[LATE_REASON_TOO_LATE] = metrics.get(LATE_REASON_TOO_LATE, 0) + late.rows.num_rows
-        late_parts.append(self._late_rows(late.rows, LATE_REASON_TOO_LATE, late.ws, late.we))
+    def _buffered_late(self, late: mixed_windows.Late, out: StepOutput) -> None:
+        out.late(self._late_rows(late.rows, LATE_REASON_TOO_LATE, late.ws, late.we), LATE_REASON_TOO_LATE)
+
+    def _late_rows(self, events: pa.Table, reason: str, ws: np.ndarray | None, we: np.ndarray | None) -> pa.Table:
+        return late_rows(events, self.late_schema(), reason, ws, we, self.clock)
 
     def _retracted(self, events: pa.Table) -> np.ndarray:
         """Input rows that take back an earlier row (``kind = 'RETRACTION'``), for window=inherit."""
@@ -368,11 +349,10 @@ class WindowedOperator:
         return np.asarray(pc.fill_null(pc.equal(col.cast(pa.string()), KIND_RETRACTION), False)
                           .to_numpy(zero_copy_only=False), dtype=bool)
 
-    def _drop_pairs(self, mask, reason, events, idx, ws, we, late_parts, metrics) -> None:
+    def _drop_pairs(self, mask, reason, events, idx, ws, we, out: StepOutput) -> None:
         """Send the (element, window) pairs in ``mask`` to the late output with ``reason``."""
-        metrics[reason] = metrics.get(reason, 0) + int(mask.sum())
         sel = np.flatnonzero(mask)
-        late_parts.append(self._late_rows(events.take(pa.array(idx[sel])), reason, ws[sel], we[sel]))
+        out.late(self._late_rows(events.take(pa.array(idx[sel])), reason, ws[sel], we[sel]), reason)
 
     def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray, sign: int = 1,
               arrival: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
@@ -521,7 +501,7 @@ class WindowedOperator:
         return g, closed
 
     def _assign_sessions(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray,
-                         pane_parts: list) -> tuple[np.ndarray, np.ndarray]:
+                         out: StepOutput) -> tuple[np.ndarray, np.ndarray]:
         """Merge the pairs' proto-windows with the existing sessions of their keys."""
         assert self.table is not None
         n = self.num_windows
@@ -578,8 +558,8 @@ class WindowedOperator:
             if len(merged_away):
                 src = ex_rows[merged_away]
                 dst = target[ex_sid[merged_away]]
-                self._merge_windows(src, dst, pane_parts)
-                self._close(target[sess_new[closed_s[sess_new]]])
+                self._merge_windows(src, dst, out)
+                self.firing.close(target[sess_new[closed_s[sess_new]]])
                 g_pairs = target[pair_sid]
                 keep = np.ones(self.num_windows, dtype=bool)
                 keep[src] = False
@@ -591,14 +571,13 @@ class WindowedOperator:
         closed_p = closed_s[pair_sid]
         return np.where(closed_p, -1, target[pair_sid]), closed_p
 
-    def _merge_windows(self, src: np.ndarray, dst: np.ndarray, pane_parts: list) -> None:
+    def _merge_windows(self, src: np.ndarray, dst: np.ndarray, out: StepOutput) -> None:
         """Fold windows ``src`` into new windows ``dst`` (retracting their last panes if needed;
         a closed window's final pane stands)."""
         if self.spec.retracting:
             fired = (self.cols["lp_idx"][src] >= 0) & ~self.table.closed[src]
             if fired.any():
-                pane_parts.append((self.table.rid[src[fired]] * 2 - _MERGED_FIRST,
-                                   self._retractions(src[fired])))
+                out.merged_away(self.table.rid[src[fired]], self.firing.retractions(src[fired], self.clock))
         for name, column in self.spec.trigger.columns():
             col = self.cols[name]
             op = {"sum": np.add, "any": np.logical_or, "max": np.maximum, "min": np.minimum}[column.combine]
@@ -607,168 +586,6 @@ class WindowedOperator:
         np.maximum.at(self.cols["hold_max"], dst, self.cols["hold_max"][src])
         for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.table.ws[p[0]])):
             agg.merge_rows(self.aggs, self.cols, s, d)
-
-    def _close(self, rows: np.ndarray) -> None:
-        """Mark ``rows`` finished: tombstones without contents until they expire."""
-        if len(rows):
-            self.table.closed[rows] = True
-            agg.reset_rows(self.aggs, self.cols, rows, finished=True)
-
-    # ------------------------------------------------------------------ firing
-    def _fire(self, touched, n_new, min_ts_new, pane_parts) -> None:
-        spec, cols = self.spec, self.cols
-        n = self.num_windows
-        if n == 0:
-            return
-        wm, proc = self.wm, self.proc
-        we = cols["we"]
-        c = Ctx(cols, we, wm, proc, n_new, min_ts_new)
-        spec.trigger.on_element(c, "", touched)
-        cols["eow"] |= touched & (wm < we)  # any element before the end sets the end-of-window timer
-        eow_due = cols["eow"] & (we <= wm)
-        ev_timers, pt_timers = spec.trigger.timers(c, "")
-        due = eow_due.copy()
-        for t in ev_timers:
-            due |= (t != NONE) & (t <= wm)
-        for t in pt_timers:
-            due |= (t != NONE) & (t <= proc)
-        candidates = (touched | due) & ~cols["closed"]
-        fire = candidates & spec.trigger.should_fire(c, "")
-        finished = spec.trigger.on_fire(c, "", fire) & fire
-        cols["eow"][we <= wm] = False
-        rows = np.flatnonzero(fire)
-        if len(rows):
-            self._emit(rows, eow_due[rows], finished[rows], pane_parts)
-        if finished.any():
-            self._close(np.flatnonzero(finished))
-
-    def _emit(self, rows, eow_due, finished, pane_parts) -> None:
-        spec, cols = self.spec, self.cols
-        ws, we = cols["ws"][rows], cols["we"][rows]
-        early = self.wm < we
-        timing = np.where(early, _EARLY, np.where(eow_due & (cols["nonspec"][rows] == 0), _ON_TIME, _LATE))
-        if spec.window.mixed:  # evaluated once, when complete
-            timing = np.full(len(rows), _ON_TIME)
-        elif spec.window.count_based:  # a full window is on time; before that, early
-            timing = np.where(cols["cnt"][rows] >= spec.window.size, _ON_TIME, _EARLY)
-        expires = we + spec.allowed_lateness <= self.wm
-        final = finished | expires
-        values = agg.outputs(self.aggs, cols, rows, lambda: self._pane_info(rows, timing, final))
-        emit = np.ones(len(rows), dtype=bool)
-        if spec.fire_only_updated_panes:
-            emit = ~self._same_as_last(rows, values)
-        if spec.join is not None:  # inner / left / outer: only panes with elements of the side(s)
-            n1, n2 = (cols[f"a{a.index}:n"][rows] for a in self.aggs[-2:])
-            emit &= join.gate(spec.join.how, n1, n2)
-        gone = np.zeros(len(rows), dtype=bool)
-        if spec.window.inherit:  # every input row of the window was retracted: only retract its pane
-            gone = cols["net"][rows] <= 0
-        if spec.window.count_based:  # a count window "ends" at its last element
-            pts = cols["tmax"][rows]
-        elif spec.timestamp_combiner == "end_of_window":
-            pts = we - 1
-        elif spec.timestamp_combiner == "earliest":
-            h = cols["hold_min"][rows]
-            pts = np.where(h == I64_MAX, we - 1, h)
-        else:
-            h = cols["hold_max"][rows]
-            pts = np.where(h == I64_MIN, we - 1, h)
-        e_rows = rows[emit]
-        if spec.retracting:
-            prior = cols["lp_idx"][e_rows] >= 0
-            if prior.any():
-                pane_parts.append((cols["rid"][e_rows[prior]] * 2, self._retractions(e_rows[prior])))
-        if gone.any():
-            cols["lp_idx"][rows[gone & emit]] = -1  # retracted above; nothing left to retract later
-            emit &= ~gone
-            e_rows = rows[emit]
-        if emit.any():
-            sel = pa.array(np.flatnonzero(emit))
-            table = self._pane_table(e_rows, ws[emit], we[emit], [v.take(sel) for v in values],
-                                     KIND_TRIGGER, timing[emit], cols["pidx"][e_rows], final[emit], pts[emit])
-            pane_parts.append((cols["rid"][e_rows] * 2 + 1, table))
-        # bookkeeping
-        cols["lp_idx"][e_rows] = cols["pidx"][e_rows]
-        cols["lp_timing"][e_rows] = timing[emit]
-        cols["lp_ts"][e_rows] = pts[emit]
-        cols["pidx"][e_rows] += 1
-        cols["nonspec"][e_rows[timing[emit] != _EARLY]] += 1
-        if self._track_last:
-            for j, v in enumerate(values):
-                py = np.empty(len(v), dtype=object)
-                py[:] = v.to_pylist()
-                cols[f"lo:{j}"][e_rows] = py[emit]
-        keep_hold = early & spec.trigger.has_ontime_pane()
-        clear = rows[~keep_hold]
-        cols["hold_min"][clear] = I64_MAX
-        cols["hold_max"][clear] = I64_MIN
-        if spec.discarding:
-            agg.reset_rows(self.aggs, cols, rows)
-
-    def _pane_info(self, rows: np.ndarray, timing: np.ndarray, final: np.ndarray) -> PaneInfo:
-        """The firing of ``rows`` as a process function sees it (the pane rows' values)."""
-        cols = self.cols
-        ws, we, seq = cols["ws"][rows], cols["we"][rows], None
-        if self.spec.window.count_based:
-            seq, ws, we = ws, cols["tmin"][rows], cols["tmax"][rows]
-        elif self.spec.window.inclusive_end:  # record_sliding: the inclusive end, as the pane row
-            we = we - 1
-        keys = None
-        if self.spec.key_columns:
-            assert self.table is not None
-            keys = self.table.key_rows(rows)
-        return PaneInfo(keys=keys, window_start=np.clip(ws, -62_135_596_800_000_000, GLOBAL_END),
-                        window_end=np.minimum(we, GLOBAL_END), window_seq=seq, pane_timing=TIMINGS[timing].tolist(),
-                        pane_index=cols["pidx"][rows].copy(), is_final=np.asarray(final, dtype=bool),
-                        watermark=None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END),
-                        batch_time=max(self.proc, 0), batch_seq=self.seq)
-
-    def _same_as_last(self, rows, values) -> np.ndarray:
-        cols = self.cols
-        same = cols["lp_idx"][rows] >= 0
-        for j, v in enumerate(values):
-            cur = v.to_pylist()
-            last = cols[f"lo:{j}"][rows]
-            same &= np.array([a == b for a, b in zip(cur, last)], dtype=bool)
-        return same
-
-    def _retractions(self, rows: np.ndarray) -> pa.Table:
-        cols = self.cols
-        values = [pa.array(cols[f"lo:{j}"][rows].tolist(), f.type)
-                  for j, f in enumerate(self.aggregate_fields())]
-        return self._pane_table(rows, cols["ws"][rows], cols["we"][rows], values, KIND_RETRACTION,
-                                cols["lp_timing"][rows], cols["lp_idx"][rows],
-                                np.zeros(len(rows), dtype=bool), cols["lp_ts"][rows])
-
-    def _pane_table(self, rows, ws, we, values, kind, timing, index, final, pts) -> pa.Table:
-        assert self.table is not None
-        n = len(rows)
-        arrays: list[pa.Array] = []
-        if self.spec.key_columns:
-            keys = self.table.key_rows(rows)
-            arrays += [keys.column(i).combine_chunks() for i in range(keys.num_columns)]
-        wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
-        if self.spec.window.count_based:
-            values = [pa.array(ws, pa.int64()), *values]
-            ws, we = self.cols["tmin"][rows], self.cols["tmax"][rows]
-        elif self.spec.window.inclusive_end:  # record_sliding: [start, end] both inclusive
-            we = we - 1
-        arrays += [_ts_array(ws), _ts_array(np.minimum(we, GLOBAL_END)), *values,
-                   pa.repeat(pa.scalar(kind, pa.string()), n), _timing_array().take(pa.array(timing, pa.int8())),
-                   pa.array(index, pa.int64()), pa.array(final, pa.bool_()),
-                   _ts_array(np.clip(pts, -62_135_596_800_000_000, GLOBAL_END)),
-                   pa.repeat(pa.scalar(wm, TIMESTAMP), n),
-                   pa.repeat(pa.scalar(max(self.proc, 0), TIMESTAMP), n),
-                   pa.repeat(pa.scalar(self.seq, pa.int64()), n)]
-        return pa.Table.from_arrays(arrays, schema=self.pane_schema())
-
-    def _assemble(self, parts: list[tuple[np.ndarray, pa.Table]]) -> tuple[pa.Table, np.ndarray]:
-        if not parts:
-            return self.pane_schema().empty_table(), np.zeros(0, dtype=np.int64)
-        order_key = np.concatenate([k for k, _ in parts])
-        table = pa.concat_tables([t for _, t in parts])
-        order = np.argsort(order_key, kind="stable")
-        return table.take(pa.array(order)), order_key[order]
 
     def _expire(self) -> int:
         if self.num_windows == 0:
@@ -781,28 +598,6 @@ class WindowedOperator:
         if count:
             self.table.keep(~expired)
         return count
-
-    # ------------------------------------------------------------------ late output
-    def _late_rows(self, events: pa.Table, reason: str, ws, we) -> pa.Table:
-        schema = self.late_schema()
-        n = events.num_rows
-        wm = None if self.wm <= MIN_TIME else min(self.wm, GLOBAL_END)
-        extra = {
-            "reason": pa.array([reason] * n, pa.string()),
-            "window_start": _ts_array(ws) if ws is not None else pa.nulls(n, TIMESTAMP),
-            "window_end": _ts_array(np.minimum(we, GLOBAL_END)) if we is not None else pa.nulls(n, TIMESTAMP),
-            "watermark": pa.array([wm] * n, pa.int64()).cast(TIMESTAMP),
-            "batch_time": pa.array([max(self.proc, 0)] * n, pa.int64()).cast(TIMESTAMP),
-            "batch_seq": pa.array([self.seq] * n, pa.int64()),
-        }
-        arrays = []
-        for f in schema:
-            if f.name in extra:
-                arrays.append(extra[f.name])
-            else:
-                col = events.column(f.name) if f.name in events.column_names else pa.nulls(n, f.type)
-                arrays.append(col.cast(f.type) if not col.type.equals(f.type) else col)
-        return pa.Table.from_arrays(arrays, schema=schema)
 
     # ------------------------------------------------------------------ timers (for the source)
     def next_timers(self) -> tuple[int, int]:
@@ -823,21 +618,8 @@ class WindowedOperator:
         without new elements (a pending end-of-window or trigger timer; with ``expiry``, also its
         removal at end + allowedLateness). MAX_TIME where none. The state store keeps these per
         key bucket, so a bucket out of memory is loaded exactly when a step could change it."""
-        n = self.num_windows
-        cols = self.cols
-        live = ~cols["closed"]
-        c = Ctx(cols, cols["we"], self.wm, self.proc, np.zeros(n, np.int64), np.zeros(n, np.int64))
-        ev_t, pt_t = self.spec.trigger.timers(c, "")
-        ev = np.where(live & cols["eow"], cols["we"], MAX_TIME)
-        for t in ev_t:
-            ev = np.minimum(ev, np.where(live, t, MAX_TIME))
-        pt = np.full(n, MAX_TIME, dtype=np.int64)
-        for t in pt_t:
-            pt = np.minimum(pt, np.where(live, t, MAX_TIME))
-        if expiry and not self.spec.window.count_based:
-            ev = np.minimum(ev, np.minimum(cols["we"], MAX_TIME - self.spec.allowed_lateness)
-                            + self.spec.allowed_lateness)
-        return ev.astype(np.int64), pt
+        assert self.firing is not None
+        return self.firing.row_timers(self.clock, expiry)
 
     # ------------------------------------------------------------------ rows in and out (state store)
     def import_rows(self, keys: pa.Table, cols: dict[str, np.ndarray]) -> None:
