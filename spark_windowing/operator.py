@@ -28,8 +28,9 @@ import pyarrow.compute as pc
 from spark_windowing import aggregates as agg
 from spark_windowing import join
 from spark_windowing import mixed as mixed_windows
-from spark_windowing._arrow import factorize, field_type, get_column, pd, to_micros
+from spark_windowing._arrow import field_type, get_column, to_micros
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
+from spark_windowing.assign import WindowAssigner
 from spark_windowing.errors import OptionError
 from spark_windowing.firing import TriggerDriver
 from spark_windowing.output import Clock, StepOutput, StepResult, late_rows
@@ -37,8 +38,7 @@ from spark_windowing.panes import (KIND_RETRACTION, LATE_FIELDS, LATE_REASON_CLO
                                    LATE_REASON_TOO_LATE, pane_schema)
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE
-from spark_windowing.window_table import I64_MAX, WindowTable, window_layout
-from spark_windowing.windows import Sliding
+from spark_windowing.window_table import WindowTable, window_layout
 
 __all__ = ["WindowedOperator", "StepResult"]
 
@@ -69,6 +69,7 @@ class WindowedOperator:
         self.aggs: list[agg.BoundAggregate] = []
         self.table: WindowTable | None = None  # the windows, once bound
         self.firing: TriggerDriver | None = None  # fires them, once bound
+        self.assigner: WindowAssigner | None = None  # puts elements into them, once bound
         self._track_last = spec.retracting or spec.fire_only_updated_panes
         # count(n, <duration>) / sliding(<duration>, n elements) / record_sliding(<size>):
         # buffered, evaluated in mixed.py
@@ -123,6 +124,7 @@ class WindowedOperator:
                                  self._fresh_objects)
         self.table.next_rid = self._next_rid
         self.firing = TriggerDriver(spec, self.table, self.aggs, self.pane_schema, self.aggregate_fields)
+        self.assigner = WindowAssigner(spec, self.table, self.aggs, self.firing)
 
     def _fresh_objects(self, column: str, m: int) -> np.ndarray:
         """``m`` new cells of the Python-object state column ``column`` (its aggregate's)."""
@@ -207,7 +209,7 @@ class WindowedOperator:
             self.bind(events.schema)
         if not self.bound:
             return StepResult(pa.table({}), pa.table({}), {"events_in": 0})
-        assert self.firing is not None
+        assert self.firing is not None and self.assigner is not None
         out = StepOutput(0 if events is None else events.num_rows)
         n = self.num_windows
         touched = np.zeros(n, dtype=bool)
@@ -270,7 +272,7 @@ class WindowedOperator:
             rest = pa.array(~fast)
             events, key_table, ts = events.filter(rest), key_table.filter(rest), ts[~fast]
         if spec.window.count_based:
-            idx, ws = spec.window.assign_ordinals(self._ordinals(key_table))
+            idx, ws = spec.window.assign_ordinals(self.assigner.ordinals(key_table, self.key_counts))
             we = np.full(len(ws), GLOBAL_END, dtype=np.int64)
         elif spec.window.inherit:
             idx, ws, we = np.arange(len(ts), dtype=np.int64), iws, iwe
@@ -283,9 +285,9 @@ class WindowedOperator:
             idx, ws, we = idx[ok], ws[ok], we[ok]
         pair_keys = key_table.take(pa.array(idx))
         if spec.window.merging:
-            g, closed = self._assign_sessions(pair_keys, ws, we, out)
+            g, closed = self.assigner.assign_sessions(pair_keys, ws, we, self.clock, out)
         else:
-            g, closed = self._assign_fixed(pair_keys, ws, we)
+            g, closed = self.assigner.assign_fixed(pair_keys, ws, we)
         if closed.any():
             self._drop_pairs(closed, LATE_REASON_CLOSED, events, idx, ws, we, out)
             ok = ~closed
@@ -306,7 +308,7 @@ class WindowedOperator:
         for sign, sel in ((1, ~neg), (-1, neg)):
             if not sel.any():
                 continue
-            rows, res = self._fold(g[sel], pairs.take(pa.array(idx[sel])), ts[idx[sel]], sign=sign,
+            rows, res = self.assigner.fold(g[sel], pairs.take(pa.array(idx[sel])), ts[idx[sel]], self.clock, sign=sign,
                                    arrival=arrival[sel])
             touched[rows] = True
             n_new[rows] += res["n"]
@@ -326,7 +328,7 @@ class WindowedOperator:
         for c in ev.closed:
             m = len(c.ws)
             rows = self.table.append(c.keys, c.ws, c.we)
-            self._merge_into(rows[c.windows], c.res, c.partials)
+            self.assigner.merge_into(rows[c.windows], c.res, c.partials)
             # first / last element time: pane_timestamp under the earliest / latest combiners
             self.cols["hold_min"][rows] = c.first_ts
             self.cols["hold_max"][rows] = c.last_ts
@@ -341,6 +343,14 @@ class WindowedOperator:
     def _late_rows(self, events: pa.Table, reason: str, ws: np.ndarray | None, we: np.ndarray | None) -> pa.Table:
         return late_rows(events, self.late_schema(), reason, ws, we, self.clock)
 
+    # The sliding-window bucket path, behind two seams the test of its equivalence with the
+    # per-pair path replaces (tests/operator/test_sliding_buckets.py).
+    def _bucketable(self, ts: np.ndarray) -> np.ndarray | None:
+        return self.assigner.bucketable(ts, self.clock)
+
+    def _add_buckets(self, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> tuple[np.ndarray, dict]:
+        return self.assigner.add_buckets(events, key_table, ts, self.clock)
+
     def _retracted(self, events: pa.Table) -> np.ndarray:
         """Input rows that take back an earlier row (``kind = 'RETRACTION'``), for window=inherit."""
         if "kind" not in events.column_names:
@@ -353,90 +363,6 @@ class WindowedOperator:
         """Send the (element, window) pairs in ``mask`` to the late output with ``reason``."""
         sel = np.flatnonzero(mask)
         out.late(self._late_rows(events.take(pa.array(idx[sel])), reason, ws[sel], we[sel]), reason)
-
-    def _fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray, sign: int = 1,
-              arrival: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
-        """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state;
-        ``sign=-1``: take them out (retracted input rows of window=inherit). ``arrival``: the
-        pairs' arrival numbers (default: this batch, in the pairs' order)."""
-        hold = None
-        if self.spec.timestamp_combiner != "end_of_window" and sign > 0:
-            hold = np.where(pts >= self.wm, pts, I64_MAX)
-        if arrival is None:
-            arrival = (self.seq << 32) + np.arange(len(g), dtype=np.int64)
-        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold, arrival)
-        if sign < 0:
-            agg.subtract_partials(self.aggs, self.cols, rows, partials)
-        else:
-            self._merge_into(rows, res, partials)
-        if "net" in self.cols:
-            self.cols["net"][rows] += sign * res["n"]
-        return rows, res
-
-    def _merge_into(self, rows: np.ndarray, res: dict, partials: dict) -> None:
-        agg.merge_partials(self.aggs, self.cols, rows, partials)
-        if "hold_min" in res:
-            self.cols["hold_min"][rows] = np.minimum(self.cols["hold_min"][rows], res["hold_min"])
-            self.cols["hold_max"][rows] = np.maximum(self.cols["hold_max"][rows], res["hold_max"])
-        if self.spec.window.count_based:
-            self.cols["cnt"][rows] += res["n"]
-            self.cols["tmin"][rows] = np.minimum(self.cols["tmin"][rows], res["min_ts"])
-            self.cols["tmax"][rows] = np.maximum(self.cols["tmax"][rows], res["max_ts"])
-
-    def _bucketable(self, ts: np.ndarray) -> np.ndarray | None:
-        """Elements that may take the per-slide path: sliding windows with size a multiple of
-        slide, combinable aggregates only, no finished windows, and every window of the element
-        still alive (its earliest window ends at bucket + slide)."""
-        w = self.spec.window
-        if not isinstance(w, Sliding) or w.size % w.slide or w.size == w.slide:
-            return None
-        if any(a.spec.func not in agg.COMBINABLE for a in self.aggs):
-            return None
-        if self.num_windows and self.table.closed.any():
-            return None
-        bucket = (ts - w.offset) // w.slide * w.slide + w.offset
-        return bucket + w.slide + self.spec.allowed_lateness > self.wm
-
-    def _add_buckets(self, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> tuple[np.ndarray, dict]:
-        """Sliding windows the "panes" way: pre-aggregate per (key, slide bucket), then combine
-        each bucket's partials into its size/slide windows — work per bucket, not per (event,
-        window) pair."""
-        w = self.spec.window
-        k = w.size // w.slide
-        start = (ts - w.offset) // w.slide * w.slide + w.offset
-        kid = factorize([key_table])[0]
-        b_ids = pd().factorize(start)[0]
-        bucket = pd().factorize(kid * (int(b_ids.max()) + 1) + b_ids)[0].astype(np.int64)
-        needed = sorted({a.spec.column for a in self.aggs if a.spec.column is not None})
-        hold = None
-        if self.spec.timestamp_combiner != "end_of_window":
-            hold = np.where(ts >= self.wm, ts, I64_MAX)
-        b_rows, b_res, b_part = agg.preaggregate(self.aggs, events.select(needed), bucket, ts, hold)
-        first = np.empty(int(bucket.max()) + 1, dtype=np.int64)
-        first[bucket[::-1]] = np.arange(len(bucket))[::-1]
-        rep = first[b_rows]                                   # an element of each bucket
-        src = np.repeat(np.arange(len(b_rows)), k)            # expanded row -> bucket partial
-        ws = (start[rep][:, None] - np.arange(k, dtype=np.int64)[None, :] * w.slide).ravel()
-        g, _ = self._assign_fixed(key_table.take(pa.array(rep[src])), ws, ws + w.size)
-        rows, res, partials = agg.combine_partials(self.aggs, g, src, b_res, b_part)
-        self._merge_into(rows, res, partials)
-        return rows, res
-
-    def _ordinals(self, key_table: pa.Table) -> np.ndarray:
-        """Per-key arrival ordinals of this batch's elements, continuing the counts so far."""
-        kid = factorize([key_table])[0]
-        within = pd().Series(kid).groupby(kid).cumcount().to_numpy().astype(np.int64)
-        n_keys = int(kid.max()) + 1 if len(kid) else 0
-        first = np.full(n_keys, -1, dtype=np.int64)
-        first[kid[::-1]] = np.arange(len(kid))[::-1]
-        names = key_table.column_names
-        uniq = key_table.take(pa.array(first)).to_pylist() if n_keys else []
-        tuples = [tuple(r[c] for c in names) for r in uniq]
-        base = np.array([self.key_counts.get(t, 0) for t in tuples], dtype=np.int64)
-        added = np.bincount(kid, minlength=n_keys)
-        for t, b, a in zip(tuples, base.tolist(), added.tolist()):
-            self.key_counts[t] = b + a
-        return base[kid] + within if n_keys else within
 
     def event_times(self, events: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """Event times in µs and a validity mask (null / unparseable -> invalid)."""
@@ -466,127 +392,6 @@ class WindowedOperator:
         return pa.table({f.name: get_column(events, f.name).cast(f.type) for f in fields})
 
     # ------------------------------------------------------------------ row management
-    def _assign_fixed(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray
-                      ) -> tuple[np.ndarray, np.ndarray]:
-        """Row index per (element, window) pair, creating rows for new windows.
-
-        Windows are identified by (key, start) — or (key, start, end) where starts are shared
-        (cumulate) — hashed to dense ids, combined
-        into one int64 per pair and per state row, and matched with a hash index (no sorting).
-        """
-        assert self.table is not None
-        if len(ws) == 0:  # every pair of the batch was too late
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
-        n = self.num_windows
-        kid_state, kid_pairs = factorize([self.keys, pair_keys])
-        ws_ids = pd().factorize(np.concatenate([self.table.ws, ws]))[0]
-        if self.spec.window.same_start:  # windows told apart by (start, end)
-            we_ids = pd().factorize(np.concatenate([self.table.we, we]))[0]
-            ws_ids = pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
-        n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
-        comp_state = kid_state * n_ws + ws_ids[:n]
-        comp_pairs = kid_pairs * n_ws + ws_ids[n:]
-        group, uniques = pd().factorize(comp_pairs)
-        rep = np.full(len(uniques), -1, dtype=np.int64)
-        rep[group[::-1]] = np.arange(len(group))[::-1]  # first pair of each group
-        row = pd().Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
-            np.full(len(uniques), -1, dtype=np.int64)
-        new = row < 0
-        if new.any():
-            row[new] = self.table.append(pair_keys.take(pa.array(rep[new])), ws[rep[new]], we[rep[new]])
-        g = row[group]
-        closed = np.zeros(len(g), dtype=bool)
-        if n:
-            closed = (g < n) & self.table.closed[np.minimum(g, n - 1)]
-        return g, closed
-
-    def _assign_sessions(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray,
-                         out: StepOutput) -> tuple[np.ndarray, np.ndarray]:
-        """Merge the pairs' proto-windows with the existing sessions of their keys."""
-        assert self.table is not None
-        n = self.num_windows
-        kid_state, kid_pairs = factorize([self.keys, pair_keys])
-        in_batch = np.isin(kid_state, kid_pairs) if n else np.zeros(0, dtype=bool)
-        ex_rows = np.flatnonzero(in_batch)
-        kid = np.concatenate([kid_state[ex_rows], kid_pairs])
-        start = np.concatenate([self.table.ws[ex_rows], ws])
-        end = np.concatenate([self.table.we[ex_rows], we])
-        is_ex = np.concatenate([np.ones(len(ex_rows), bool), np.zeros(len(ws), bool)])
-        ref = np.concatenate([ex_rows, np.arange(len(ws))])  # row id (existing) or pair index
-        order = np.lexsort((end, start, kid))
-        kid_o, start_o, end_o = kid[order], start[order], end[order]
-        # segmented running max of `end` per key, on ranks so key offsets cannot overflow
-        values, inv = np.unique(np.concatenate([start_o, end_o]), return_inverse=True)
-        r_start, r_end = inv[:len(order)], inv[len(order):]
-        span = len(values) + 1
-        run = np.maximum.accumulate(r_end + kid_o * span) - kid_o * span
-        new_session = np.ones(len(order), dtype=bool)
-        new_session[1:] = (kid_o[1:] != kid_o[:-1]) | (r_start[1:] > run[:-1])
-        sid_o = np.cumsum(new_session) - 1
-        n_sess = int(sid_o[-1]) + 1 if len(sid_o) else 0
-        heads = np.flatnonzero(new_session)
-        s_start = start_o[heads]
-        s_end = np.maximum.reduceat(end_o, heads) if len(heads) else np.empty(0, np.int64)
-        sid = np.empty(len(order), dtype=np.int64)
-        sid[order] = sid_o
-        ex_sid, pair_sid = sid[:len(ex_rows)], sid[len(ex_rows):]
-        n_ex = np.bincount(ex_sid, minlength=n_sess)
-        closed_s = np.zeros(n_sess, dtype=bool)
-        if len(ex_rows):
-            np.logical_or.at(closed_s, ex_sid, self.table.closed[ex_rows])
-        one_row = np.full(n_sess, -1, dtype=np.int64)
-        one_row[ex_sid] = ex_rows
-        same = (n_ex == 1)
-        same[same] = (self.table.ws[one_row[same]] == s_start[same]) & \
-                     (self.table.we[one_row[same]] == s_end[same])
-        target = np.where(same, one_row, -1)
-        has_pairs = np.bincount(pair_sid, minlength=n_sess) > 0
-        # a session that grows gets a new row; one holding a closed window stays closed (Beam: a
-        # window merged with a finished one is finished) and grows, so what overlaps it later is
-        # dropped too, whatever the bundling
-        need_new = (~same) & has_pairs
-        if need_new.any():
-            sess_new = np.flatnonzero(need_new)
-            rep_pair = np.full(n_sess, -1, dtype=np.int64)
-            rep_pair[pair_sid[::-1]] = np.arange(len(ws))[::-1]
-            # create in order of each session's first pair: row ids must not depend on which
-            # rows happen to be in memory (the state store loads key buckets lazily)
-            sess_new = sess_new[np.argsort(rep_pair[sess_new], kind="stable")]
-            target[sess_new] = self.table.append(pair_keys.take(pa.array(rep_pair[sess_new])),
-                                                 s_start[sess_new], s_end[sess_new])
-            merged_away = np.flatnonzero(need_new[ex_sid] if len(ex_rows) else np.zeros(0, bool))
-            if len(merged_away):
-                src = ex_rows[merged_away]
-                dst = target[ex_sid[merged_away]]
-                self._merge_windows(src, dst, out)
-                self.firing.close(target[sess_new[closed_s[sess_new]]])
-                g_pairs = target[pair_sid]
-                keep = np.ones(self.num_windows, dtype=bool)
-                keep[src] = False
-                remap = np.cumsum(keep) - 1
-                self.table.keep(keep)
-                closed_p = closed_s[pair_sid]
-                g_pairs = np.where(closed_p, -1, remap[np.maximum(g_pairs, 0)])
-                return g_pairs, closed_p
-        closed_p = closed_s[pair_sid]
-        return np.where(closed_p, -1, target[pair_sid]), closed_p
-
-    def _merge_windows(self, src: np.ndarray, dst: np.ndarray, out: StepOutput) -> None:
-        """Fold windows ``src`` into new windows ``dst`` (retracting their last panes if needed;
-        a closed window's final pane stands)."""
-        if self.spec.retracting:
-            fired = (self.cols["lp_idx"][src] >= 0) & ~self.table.closed[src]
-            if fired.any():
-                out.merged_away(self.table.rid[src[fired]], self.firing.retractions(src[fired], self.clock))
-        for name, column in self.spec.trigger.columns():
-            col = self.cols[name]
-            op = {"sum": np.add, "any": np.logical_or, "max": np.maximum, "min": np.minimum}[column.combine]
-            op.at(col, dst, col[src])
-        np.minimum.at(self.cols["hold_min"], dst, self.cols["hold_min"][src])
-        np.maximum.at(self.cols["hold_max"], dst, self.cols["hold_max"][src])
-        for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.table.ws[p[0]])):
-            agg.merge_rows(self.aggs, self.cols, s, d)
-
     def _expire(self) -> int:
         if self.num_windows == 0:
             return 0

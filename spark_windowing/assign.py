@@ -1,0 +1,249 @@
+"""``WindowAssigner``: elements into window rows (assignment apart from firing).
+
+It finds or creates the window row of every (element, window) pair and folds the pairs'
+pre-aggregated values into the window table:
+
+* fixed windows (tumbling, sliding, cumulate, inherited): rows identified by (key, start) — or
+  (key, start, end) where starts are shared — hashed to dense ids and matched with a hash index;
+* sliding windows with size a multiple of slide: per (key, slide bucket) first, then combined
+  into the bucket's windows (work per bucket, not per pair: ``bucketable``/``add_buckets``);
+* sessions: the pairs' proto-windows merged per key with the existing sessions (overlapping or
+  touching); a session that grows gets a new row, the rows merged into it are folded in and
+  removed (their last panes retracted under ``accumulating_and_retracting``);
+* count windows: per-key arrival ordinals (``ordinals``), continuing the counts so far.
+
+Which windows an element belongs to is the window function's (``windows.WindowFn.assign``);
+when they fire is the trigger driver's (``firing.TriggerDriver``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from spark_windowing import aggregates as agg
+from spark_windowing._arrow import factorize, pd
+from spark_windowing.firing import TriggerDriver
+from spark_windowing.output import Clock, StepOutput
+from spark_windowing.window_table import I64_MAX, WindowTable
+from spark_windowing.windows import Sliding
+
+if TYPE_CHECKING:
+    from spark_windowing.spec import OperatorSpec
+
+
+class WindowAssigner:
+    """Assigns and folds elements into ``table`` under ``spec`` (``aggs``: the operator's bound
+    aggregates; ``firing``: to retract and close merged sessions)."""
+
+    def __init__(self, spec: "OperatorSpec", table: WindowTable, aggs: list[agg.BoundAggregate],
+                 firing: TriggerDriver) -> None:
+        self.spec, self.table, self.aggs, self.firing = spec, table, aggs, firing
+
+    def fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray, clock: Clock, sign: int = 1,
+             arrival: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+        """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state;
+        ``sign=-1``: take them out (retracted input rows of window=inherit). ``arrival``: the
+        pairs' arrival numbers (default: this batch, in the pairs' order)."""
+        hold = None
+        if self.spec.timestamp_combiner != "end_of_window" and sign > 0:
+            hold = np.where(pts >= clock.wm, pts, I64_MAX)
+        if arrival is None:
+            arrival = (clock.seq << 32) + np.arange(len(g), dtype=np.int64)
+        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold, arrival)
+        if sign < 0:
+            agg.subtract_partials(self.aggs, self.table.cols, rows, partials)
+        else:
+            self.merge_into(rows, res, partials)
+        if "net" in self.table.cols:
+            self.table.cols["net"][rows] += sign * res["n"]
+        return rows, res
+
+    def merge_into(self, rows: np.ndarray, res: dict, partials: dict) -> None:
+        agg.merge_partials(self.aggs, self.table.cols, rows, partials)
+        if "hold_min" in res:
+            self.table.cols["hold_min"][rows] = np.minimum(self.table.cols["hold_min"][rows], res["hold_min"])
+            self.table.cols["hold_max"][rows] = np.maximum(self.table.cols["hold_max"][rows], res["hold_max"])
+        if self.spec.window.count_based:
+            self.table.cols["cnt"][rows] += res["n"]
+            self.table.cols["tmin"][rows] = np.minimum(self.table.cols["tmin"][rows], res["min_ts"])
+            self.table.cols["tmax"][rows] = np.maximum(self.table.cols["tmax"][rows], res["max_ts"])
+
+    def bucketable(self, ts: np.ndarray, clock: Clock) -> np.ndarray | None:
+        """Elements that may take the per-slide path: sliding windows with size a multiple of
+        slide, combinable aggregates only, no finished windows, and every window of the element
+        still alive (its earliest window ends at bucket + slide)."""
+        w = self.spec.window
+        if not isinstance(w, Sliding) or w.size % w.slide or w.size == w.slide:
+            return None
+        if any(a.spec.func not in agg.COMBINABLE for a in self.aggs):
+            return None
+        if len(self.table) and self.table.closed.any():
+            return None
+        bucket = (ts - w.offset) // w.slide * w.slide + w.offset
+        return bucket + w.slide + self.spec.allowed_lateness > clock.wm
+
+    def add_buckets(self, events: pa.Table, key_table: pa.Table, ts: np.ndarray, clock: Clock
+                    ) -> tuple[np.ndarray, dict]:
+        """Sliding windows the "panes" way: pre-aggregate per (key, slide bucket), then combine
+        each bucket's partials into its size/slide windows — work per bucket, not per (event,
+        window) pair."""
+        w = self.spec.window
+        k = w.size // w.slide
+        start = (ts - w.offset) // w.slide * w.slide + w.offset
+        kid = factorize([key_table])[0]
+        b_ids = pd().factorize(start)[0]
+        bucket = pd().factorize(kid * (int(b_ids.max()) + 1) + b_ids)[0].astype(np.int64)
+        needed = sorted({a.spec.column for a in self.aggs if a.spec.column is not None})
+        hold = None
+        if self.spec.timestamp_combiner != "end_of_window":
+            hold = np.where(ts >= clock.wm, ts, I64_MAX)
+        b_rows, b_res, b_part = agg.preaggregate(self.aggs, events.select(needed), bucket, ts, hold)
+        first = np.empty(int(bucket.max()) + 1, dtype=np.int64)
+        first[bucket[::-1]] = np.arange(len(bucket))[::-1]
+        rep = first[b_rows]                                   # an element of each bucket
+        src = np.repeat(np.arange(len(b_rows)), k)            # expanded row -> bucket partial
+        ws = (start[rep][:, None] - np.arange(k, dtype=np.int64)[None, :] * w.slide).ravel()
+        g, _ = self.assign_fixed(key_table.take(pa.array(rep[src])), ws, ws + w.size)
+        rows, res, partials = agg.combine_partials(self.aggs, g, src, b_res, b_part)
+        self.merge_into(rows, res, partials)
+        return rows, res
+
+    @staticmethod
+    def ordinals(key_table: pa.Table, key_counts: dict[tuple, int]) -> np.ndarray:
+        """Per-key arrival ordinals of this batch's elements, continuing the counts so far
+        (``key_counts``: elements seen per key tuple, updated)."""
+        kid = factorize([key_table])[0]
+        within = pd().Series(kid).groupby(kid).cumcount().to_numpy().astype(np.int64)
+        n_keys = int(kid.max()) + 1 if len(kid) else 0
+        first = np.full(n_keys, -1, dtype=np.int64)
+        first[kid[::-1]] = np.arange(len(kid))[::-1]
+        names = key_table.column_names
+        uniq = key_table.take(pa.array(first)).to_pylist() if n_keys else []
+        tuples = [tuple(r[c] for c in names) for r in uniq]
+        base = np.array([key_counts.get(t, 0) for t in tuples], dtype=np.int64)
+        added = np.bincount(kid, minlength=n_keys)
+        for t, b, a in zip(tuples, base.tolist(), added.tolist()):
+            key_counts[t] = b + a
+        return base[kid] + within if n_keys else within
+
+    def assign_fixed(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Row index per (element, window) pair, creating rows for new windows.
+
+        Windows are identified by (key, start) — or (key, start, end) where starts are shared
+        (cumulate) — hashed to dense ids, combined
+        into one int64 per pair and per state row, and matched with a hash index (no sorting).
+        """
+        if len(ws) == 0:  # every pair of the batch was too late
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        n = len(self.table)
+        kid_state, kid_pairs = factorize([self.table.keys, pair_keys])
+        ws_ids = pd().factorize(np.concatenate([self.table.ws, ws]))[0]
+        if self.spec.window.same_start:  # windows told apart by (start, end)
+            we_ids = pd().factorize(np.concatenate([self.table.we, we]))[0]
+            ws_ids = pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
+        n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
+        comp_state = kid_state * n_ws + ws_ids[:n]
+        comp_pairs = kid_pairs * n_ws + ws_ids[n:]
+        group, uniques = pd().factorize(comp_pairs)
+        rep = np.full(len(uniques), -1, dtype=np.int64)
+        rep[group[::-1]] = np.arange(len(group))[::-1]  # first pair of each group
+        row = pd().Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
+            np.full(len(uniques), -1, dtype=np.int64)
+        new = row < 0
+        if new.any():
+            row[new] = self.table.append(pair_keys.take(pa.array(rep[new])), ws[rep[new]], we[rep[new]])
+        g = row[group]
+        closed = np.zeros(len(g), dtype=bool)
+        if n:
+            closed = (g < n) & self.table.closed[np.minimum(g, n - 1)]
+        return g, closed
+
+    def assign_sessions(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray, clock: Clock,
+                        out: StepOutput) -> tuple[np.ndarray, np.ndarray]:
+        """Merge the pairs' proto-windows with the existing sessions of their keys."""
+        n = len(self.table)
+        kid_state, kid_pairs = factorize([self.table.keys, pair_keys])
+        in_batch = np.isin(kid_state, kid_pairs) if n else np.zeros(0, dtype=bool)
+        ex_rows = np.flatnonzero(in_batch)
+        kid = np.concatenate([kid_state[ex_rows], kid_pairs])
+        start = np.concatenate([self.table.ws[ex_rows], ws])
+        end = np.concatenate([self.table.we[ex_rows], we])
+        is_ex = np.concatenate([np.ones(len(ex_rows), bool), np.zeros(len(ws), bool)])
+        ref = np.concatenate([ex_rows, np.arange(len(ws))])  # row id (existing) or pair index
+        order = np.lexsort((end, start, kid))
+        kid_o, start_o, end_o = kid[order], start[order], end[order]
+        # segmented running max of `end` per key, on ranks so key offsets cannot overflow
+        values, inv = np.unique(np.concatenate([start_o, end_o]), return_inverse=True)
+        r_start, r_end = inv[:len(order)], inv[len(order):]
+        span = len(values) + 1
+        run = np.maximum.accumulate(r_end + kid_o * span) - kid_o * span
+        new_session = np.ones(len(order), dtype=bool)
+        new_session[1:] = (kid_o[1:] != kid_o[:-1]) | (r_start[1:] > run[:-1])
+        sid_o = np.cumsum(new_session) - 1
+        n_sess = int(sid_o[-1]) + 1 if len(sid_o) else 0
+        heads = np.flatnonzero(new_session)
+        s_start = start_o[heads]
+        s_end = np.maximum.reduceat(end_o, heads) if len(heads) else np.empty(0, np.int64)
+        sid = np.empty(len(order), dtype=np.int64)
+        sid[order] = sid_o
+        ex_sid, pair_sid = sid[:len(ex_rows)], sid[len(ex_rows):]
+        n_ex = np.bincount(ex_sid, minlength=n_sess)
+        closed_s = np.zeros(n_sess, dtype=bool)
+        if len(ex_rows):
+            np.logical_or.at(closed_s, ex_sid, self.table.closed[ex_rows])
+        one_row = np.full(n_sess, -1, dtype=np.int64)
+        one_row[ex_sid] = ex_rows
+        same = (n_ex == 1)
+        same[same] = (self.table.ws[one_row[same]] == s_start[same]) & \
+                     (self.table.we[one_row[same]] == s_end[same])
+        target = np.where(same, one_row, -1)
+        has_pairs = np.bincount(pair_sid, minlength=n_sess) > 0
+        # a session that grows gets a new row; one holding a closed window stays closed (Beam: a
+        # window merged with a finished one is finished) and grows, so what overlaps it later is
+        # dropped too, whatever the bundling
+        need_new = (~same) & has_pairs
+        if need_new.any():
+            sess_new = np.flatnonzero(need_new)
+            rep_pair = np.full(n_sess, -1, dtype=np.int64)
+            rep_pair[pair_sid[::-1]] = np.arange(len(ws))[::-1]
+            # create in order of each session's first pair: row ids must not depend on which
+            # rows happen to be in memory (the state store loads key buckets lazily)
+            sess_new = sess_new[np.argsort(rep_pair[sess_new], kind="stable")]
+            target[sess_new] = self.table.append(pair_keys.take(pa.array(rep_pair[sess_new])),
+                                                 s_start[sess_new], s_end[sess_new])
+            merged_away = np.flatnonzero(need_new[ex_sid] if len(ex_rows) else np.zeros(0, bool))
+            if len(merged_away):
+                src = ex_rows[merged_away]
+                dst = target[ex_sid[merged_away]]
+                self.merge_windows(src, dst, clock, out)
+                self.firing.close(target[sess_new[closed_s[sess_new]]])
+                g_pairs = target[pair_sid]
+                keep = np.ones(len(self.table), dtype=bool)
+                keep[src] = False
+                remap = np.cumsum(keep) - 1
+                self.table.keep(keep)
+                closed_p = closed_s[pair_sid]
+                g_pairs = np.where(closed_p, -1, remap[np.maximum(g_pairs, 0)])
+                return g_pairs, closed_p
+        closed_p = closed_s[pair_sid]
+        return np.where(closed_p, -1, target[pair_sid]), closed_p
+
+    def merge_windows(self, src: np.ndarray, dst: np.ndarray, clock: Clock, out: StepOutput) -> None:
+        """Fold windows ``src`` into new windows ``dst`` (retracting their last panes if needed;
+        a closed window's final pane stands)."""
+        if self.spec.retracting:
+            fired = (self.table.cols["lp_idx"][src] >= 0) & ~self.table.closed[src]
+            if fired.any():
+                out.merged_away(self.table.rid[src[fired]], self.firing.retractions(src[fired], clock))
+        for name, column in self.spec.trigger.columns():
+            col = self.table.cols[name]
+            op = {"sum": np.add, "any": np.logical_or, "max": np.maximum, "min": np.minimum}[column.combine]
+            op.at(col, dst, col[src])
+        np.minimum.at(self.table.cols["hold_min"], dst, self.table.cols["hold_min"][src])
+        np.maximum.at(self.table.cols["hold_max"], dst, self.table.cols["hold_max"][src])
+        for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.table.ws[p[0]])):
+            agg.merge_rows(self.aggs, self.table.cols, s, d)
