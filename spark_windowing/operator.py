@@ -21,6 +21,8 @@ elements; it is called once per fired pane.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -211,10 +213,7 @@ class WindowedOperator:
             return StepResult(pa.table({}), pa.table({}), {"events_in": 0})
         assert self.firing is not None and self.assigner is not None
         out = StepOutput(0 if events is None else events.num_rows)
-        n = self.num_windows
-        touched = np.zeros(n, dtype=bool)
-        n_new = np.zeros(n, dtype=np.int64)
-        min_ts_new = np.full(n, NONE, dtype=np.int64)
+        touched, n_new, min_ts_new = _Touched(self.num_windows).arrays()
         if events is not None and events.num_rows:
             touched, n_new, min_ts_new = self._add(events, out)
         self.firing.fire(touched, n_new, min_ts_new, self.clock, out)
@@ -226,10 +225,20 @@ class WindowedOperator:
 
     # ------------------------------------------------------------------ adding elements
     def _add(self, events: pa.Table, out: StepOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Add the batch's elements: assign windows, send malformed / too-late / closed ones to
-        the late output, fold the rest into the window table. Returns, per window row, whether
-        it got elements, how many, and the earliest one's time (the trigger's inputs).
-        (Long: the one place where the window kinds' assignment paths meet.)"""
+        """Add the batch's elements: malformed ones to the late output, the rest buffered
+        (buffered kinds) or assigned to windows and folded in. Returns, per window row, whether
+        it got elements, how many, and the earliest one's time (the trigger's inputs)."""
+        el = self._valid_elements(events, out)
+        if self.mixed is not None:
+            late = self.mixed.add(self._step_view(), el.events, el.key_table, el.ts)
+            if late is not None:
+                self._buffered_late(late, out)
+            return _Touched(self.num_windows).arrays()
+        return self._assign_and_fold(el, out)
+
+    def _valid_elements(self, events: pa.Table, out: StepOutput) -> "_Elements":
+        """The batch's elements with a time, key (and gap, inherited window) that parse; the
+        others go to the late output as ``malformed``."""
         spec = self.spec
         ts, valid = self.event_times(events)
         gap = None
@@ -240,80 +249,60 @@ class WindowedOperator:
         key_table = self._key_table(events)
         for name in key_table.column_names:
             valid &= ~np.asarray(key_table.column(name).is_null().to_numpy(zero_copy_only=False))
-        retract = None
+        el = _Elements(events, key_table, ts, gap)
         if spec.window.inherit:
-            iws, ok_s = self.column_micros(events, spec.window.start_column)
-            iwe, ok_e = self.column_micros(events, spec.window.end_column)
-            valid &= ok_s & ok_e & (iwe > iws)
-            retract = self._retracted(events)
-            agg.check_no_retractions(self.aggs, retract & valid)
+            el.iws, ok_s = self.column_micros(events, spec.window.start_column)
+            el.iwe, ok_e = self.column_micros(events, spec.window.end_column)
+            valid &= ok_s & ok_e & (el.iwe > el.iws)
+            el.retract = self._retracted(events)
+            agg.check_no_retractions(self.aggs, el.retract & valid)
         if not valid.all():
-            bad = ~valid
-            out.late(self._late_rows(events.filter(pa.array(bad)), LATE_REASON_MALFORMED, None, None),
+            out.late(self._late_rows(events.filter(pa.array(~valid)), LATE_REASON_MALFORMED, None, None),
                      LATE_REASON_MALFORMED)
-            keep = pa.array(valid)
-            events, key_table = events.filter(keep), key_table.filter(keep)
-            ts = ts[valid]
-            gap = gap[valid] if gap is not None else None
-            if retract is not None:
-                iws, iwe, retract = iws[valid], iwe[valid], retract[valid]
-        if self.mixed is not None:
-            late = self.mixed.add(self._step_view(), events, key_table, ts)
-            if late is not None:
-                self._buffered_late(late, out)
-            n = self.num_windows
-            return np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.full(n, NONE, dtype=np.int64)
-        n0 = self.num_windows
-        fast_parts: list[tuple[np.ndarray, dict]] = []
-        fast = None if spec.window.count_based or spec.window.merging else self._bucketable(ts)
+            el = el.select(valid)
+        return el
+
+    def _assign_and_fold(self, el: "_Elements", out: StepOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Assign windows (too-late and closed pairs to the late output) and fold the pairs in."""
+        spec, assigner = self.spec, self.assigner
+        assert assigner is not None
+        bucketed = []
+        fast = None if spec.window.count_based or spec.window.merging else self._bucketable(el.ts)
         if fast is not None and fast.any():
-            sel = pa.array(fast)
-            fast_parts.append(self._add_buckets(events.filter(sel), key_table.filter(sel), ts[fast]))
-            rest = pa.array(~fast)
-            events, key_table, ts = events.filter(rest), key_table.filter(rest), ts[~fast]
+            part = el.select(fast)
+            bucketed.append(self._add_buckets(part.events, part.key_table, part.ts))
+            el = el.select(~fast)
         if spec.window.count_based:
-            idx, ws = spec.window.assign_ordinals(self.assigner.ordinals(key_table, self.key_counts))
+            idx, ws = spec.window.assign_ordinals(assigner.ordinals(el.key_table, self.key_counts))
             we = np.full(len(ws), GLOBAL_END, dtype=np.int64)
         elif spec.window.inherit:
-            idx, ws, we = np.arange(len(ts), dtype=np.int64), iws, iwe
+            idx, ws, we = np.arange(len(el.ts), dtype=np.int64), el.iws, el.iwe
         else:
-            idx, ws, we = spec.window.assign(ts, gap)
+            idx, ws, we = spec.window.assign(el.ts, el.gap)
         too_late = we + spec.allowed_lateness <= self.wm
         if too_late.any():
-            self._drop_pairs(too_late, LATE_REASON_TOO_LATE, events, idx, ws, we, out)
-            ok = ~too_late
-            idx, ws, we = idx[ok], ws[ok], we[ok]
-        pair_keys = key_table.take(pa.array(idx))
+            self._drop_pairs(too_late, LATE_REASON_TOO_LATE, el.events, idx, ws, we, out)
+            idx, ws, we = idx[~too_late], ws[~too_late], we[~too_late]
+        pair_keys = el.key_table.take(pa.array(idx))
         if spec.window.merging:
-            g, closed = self.assigner.assign_sessions(pair_keys, ws, we, self.clock, out)
+            g, closed = assigner.assign_sessions(pair_keys, ws, we, self.clock, out)
         else:
-            g, closed = self.assigner.assign_fixed(pair_keys, ws, we)
+            g, closed = assigner.assign_fixed(pair_keys, ws, we)
         if closed.any():
-            self._drop_pairs(closed, LATE_REASON_CLOSED, events, idx, ws, we, out)
-            ok = ~closed
-            idx, g = idx[ok], g[ok]
-        n = self.num_windows
-        touched = np.zeros(n, dtype=bool)
-        n_new = np.zeros(n, dtype=np.int64)
-        min_ts_new = np.full(n, NONE, dtype=np.int64)
-        for rows, res in fast_parts:
-            touched[rows] = True
-            n_new[rows] += res["n"]
-            min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
-        if len(idx) == 0:
-            return touched, n_new, min_ts_new
-        pairs = agg.input_columns(self.aggs, events)
-        neg = retract[idx] if retract is not None else np.zeros(len(idx), dtype=bool)
-        arrival = (self.seq << 32) + idx  # arrival numbers: per key, the upstream order (process buffers)
-        for sign, sel in ((1, ~neg), (-1, neg)):
-            if not sel.any():
-                continue
-            rows, res = self.assigner.fold(g[sel], pairs.take(pa.array(idx[sel])), ts[idx[sel]], self.clock, sign=sign,
-                                   arrival=arrival[sel])
-            touched[rows] = True
-            n_new[rows] += res["n"]
-            min_ts_new[rows] = np.minimum(min_ts_new[rows], res["min_ts"])
-        return touched, n_new, min_ts_new
+            self._drop_pairs(closed, LATE_REASON_CLOSED, el.events, idx, ws, we, out)
+            idx, g = idx[~closed], g[~closed]
+        touched = _Touched(self.num_windows)
+        for rows, res in bucketed:
+            touched.add(rows, res)
+        if len(idx):
+            pairs = agg.input_columns(self.aggs, el.events)
+            neg = el.retract[idx] if el.retract is not None else np.zeros(len(idx), dtype=bool)
+            arrival = (self.seq << 32) + idx  # arrival numbers: per key, the upstream order (process buffers)
+            for sign, sel in ((1, ~neg), (-1, neg)):
+                if sel.any():
+                    touched.add(*assigner.fold(g[sel], pairs.take(pa.array(idx[sel])), el.ts[idx[sel]],
+                                               self.clock, sign=sign, arrival=arrival[sel]))
+        return touched.arrays()
 
     # ------------------------------------------------------------------ buffered kinds (mixed.py)
     def _step_view(self) -> mixed_windows.StepView:
@@ -436,3 +425,40 @@ class WindowedOperator:
     def drop_rows(self, drop: np.ndarray) -> None:
         """Remove the windows where ``drop`` is true from memory (they live on in the store)."""
         self.table.keep(~drop)
+
+
+@dataclass
+class _Elements:
+    """A batch's elements as the step reads them: input rows, key columns, event times (µs),
+    session gaps (gapColumn) and, for window=inherit, the inherited bounds and retraction flags."""
+
+    events: pa.Table
+    key_table: pa.Table
+    ts: np.ndarray
+    gap: np.ndarray | None = None
+    iws: np.ndarray | None = None
+    iwe: np.ndarray | None = None
+    retract: np.ndarray | None = None
+
+    def select(self, mask: np.ndarray) -> "_Elements":
+        sel = pa.array(mask)
+        pick = (lambda a: None if a is None else a[mask])
+        return _Elements(self.events.filter(sel), self.key_table.filter(sel), self.ts[mask], pick(self.gap),
+                         pick(self.iws), pick(self.iwe), pick(self.retract))
+
+
+class _Touched:
+    """Per window row: got elements this step, how many, the earliest one's time."""
+
+    def __init__(self, n: int) -> None:
+        self.touched = np.zeros(n, dtype=bool)
+        self.n_new = np.zeros(n, dtype=np.int64)
+        self.min_ts = np.full(n, NONE, dtype=np.int64)
+
+    def add(self, rows: np.ndarray, res: dict) -> None:
+        self.touched[rows] = True
+        self.n_new[rows] += res["n"]
+        self.min_ts[rows] = np.minimum(self.min_ts[rows], res["min_ts"])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.touched, self.n_new, self.min_ts
