@@ -164,7 +164,10 @@ class WindowAssigner:
 
     def assign_sessions(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray, clock: Clock,
                         out: StepOutput) -> tuple[np.ndarray, np.ndarray]:
-        """Merge the pairs' proto-windows with the existing sessions of their keys."""
+        """Merge the pairs' proto-windows with the existing sessions of their keys; returns the
+        row per pair and which pairs fell into a closed session. (Long: one vectorized pass —
+        sort, segmented running max, reduce — whose intermediate arrays are shared throughout;
+        split, they would have to be passed around by the dozen.)"""
         n = len(self.table)
         kid_state, kid_pairs = factorize([self.table.keys, pair_keys])
         in_batch = np.isin(kid_state, kid_pairs) if n else np.zeros(0, dtype=bool)

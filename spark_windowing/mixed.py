@@ -122,6 +122,10 @@ the late output), the watermark each arrived under and whether a pane held it, a
 once the window starting just after it has closed; each evaluation sorts the buffer by (key, time),
 builds the candidate windows of the distinct times and finds each window's records with
 ``searchsorted``.
+
+(Over 500 lines: a quarter is this description; the three kinds share the buffer and its
+evaluation hooks, and the operator sees them only through ``StepView``, ``Evaluation`` and
+``MixedLogic``'s ``add`` / ``evaluate`` / ``next_timer``.)
 """
 
 from __future__ import annotations
