@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
+from datasource.storage import filesystem
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 
@@ -132,8 +133,6 @@ def _due(batch_id: int, every: int) -> bool:
 
 def last_checkpoint_version(uri: str) -> int | None:
     """The version of the table's latest log checkpoint (``_delta_log/_last_checkpoint``)."""
-    from datasource._delta import filesystem
-
     fs, base = filesystem(uri)
     try:
         with fs.open_input_stream(f"{base}/_delta_log/_last_checkpoint") as f:

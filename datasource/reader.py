@@ -38,7 +38,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from datasource import kafka, storage, upstream
+from datasource import kafka, layout, storage, upstream
 from datasource._memory import release_arrow_memory
 from datasource.maintenance import maintain, upkeep_due
 from datasource._types import arrow_to_spark_schema
@@ -93,11 +93,11 @@ class ShardPartition(InputPartition):
 
 
 def store_root(cfg: SourceConfig, shard: int) -> str:
-    return f"{cfg.state_location}/shards/{shard:04d}"
+    return layout.store_root(cfg.state_location, shard)
 
 
 def report_uri(cfg: SourceConfig, seq: int, shard: int) -> str:
-    return f"{cfg.state_location}/reports/{seq}/shard-{shard}.json"
+    return layout.report_uri(cfg.state_location, seq, shard)
 
 
 class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -234,7 +234,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         for shard in range(self.cfg.shards):
             collect_garbage(storage, store_root(self.cfg, shard), seq)
-        for info in storage.list_dir(f"{self.cfg.state_location}/reports"):
+        for info in storage.list_dir(layout.reports_dir(self.cfg.state_location)):
             if info.base_name.isdigit() and int(info.base_name) < seq - 20:
                 storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
 
@@ -245,7 +245,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._checked:
             return
         cfg = self.cfg
-        marker = f"{cfg.state_location}/spec.json"
+        marker = layout.spec_marker(cfg.state_location)
         existing = storage.read_bytes(marker, missing_ok=True)
         if existing is None:
             spec = json.dumps({"fingerprint": cfg.spec.fingerprint(), "shards": cfg.shards,

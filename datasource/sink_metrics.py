@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from datasource.layout import METRICS_DIR, metrics_path
+from datasource.layout import METRICS_DIR, TABLES, metrics_path
 from datasource.storage import filesystem
 
 __all__ = ["METRICS_DIR", "write_batch_metrics", "read_batch_metrics", "format_sink_metrics", "format_bytes"]
@@ -54,7 +54,7 @@ def format_sink_metrics(metrics: dict) -> str:
     """
     tables = metrics.get("tables", {})
     parts, upkeep = [], []
-    for name in ("current", "triggers", "retractions"):
+    for name in TABLES:
         t = tables.get(name)
         if not t:
             continue
