@@ -189,6 +189,13 @@ class WindowedOperator:
         own = [f for f in self.input_schema if f.name not in hidden]
         return pa.schema([*own, *LATE_FIELDS])
 
+    def next_clock(self, watermark: int | None, processing_time: int | None, batch_seq: int | None) -> Clock:
+        """The clock a step with these inputs runs under: the watermark and processing time
+        never move back (None: unchanged); the sequence is ``batch_seq`` or the next one."""
+        return Clock(self.wm if watermark is None else max(self.wm, int(watermark)),
+                     self.proc if processing_time is None else max(self.proc, int(processing_time)),
+                     self.seq + 1 if batch_seq is None else int(batch_seq))
+
     @property
     def clock(self) -> Clock:
         """The current watermark, processing time and batch sequence."""
@@ -202,11 +209,7 @@ class WindowedOperator:
     def step(self, events: pa.Table | None, *, watermark: int | None = None,
              processing_time: int | None = None, batch_seq: int | None = None) -> StepResult:
         """Process one micro-batch. ``watermark``/``processing_time`` in µs never move back."""
-        if watermark is not None:
-            self.wm = max(self.wm, int(watermark))
-        if processing_time is not None:
-            self.proc = max(self.proc, int(processing_time))
-        self.seq = self.seq + 1 if batch_seq is None else int(batch_seq)
+        self.wm, self.proc, self.seq = self.next_clock(watermark, processing_time, batch_seq)
         if events is not None and events.num_rows and not self.bound:
             self.bind(events.schema)
         if not self.bound:

@@ -40,6 +40,9 @@ class Clock:
     proc: int
     seq: int
 
+    def __iter__(self):
+        return iter((self.wm, self.proc, self.seq))
+
     @property
     def watermark(self) -> int | None:
         """The watermark column's value: null before the first watermark."""

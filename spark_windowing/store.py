@@ -192,9 +192,7 @@ class StateStore:
         op = self.op
         if events is not None and events.num_rows and not op.bound:
             op.bind(events.schema)
-        wm = op.wm if watermark is None else max(op.wm, int(watermark))
-        proc = op.proc if processing_time is None else max(op.proc, int(processing_time))
-        seq = op.seq + 1 if batch_seq is None else int(batch_seq)
+        wm, proc, seq = op.next_clock(watermark, processing_time, batch_seq)
         ev_bucket = np.zeros(0, dtype=np.int64)
         per_bucket = np.zeros(self.n_buckets, dtype=np.int64)
         if events is not None and events.num_rows and op.bound:
