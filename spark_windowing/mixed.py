@@ -123,73 +123,22 @@ once the window starting just after it has closed; each evaluation sorts the buf
 builds the candidate windows of the distinct times and finds each window's records with
 ``searchsorted``.
 
-(Over 500 lines: a quarter is this description; the three kinds share the buffer and its
-evaluation hooks, and the operator sees them only through ``StepView``, ``Evaluation`` and
-``MixedLogic``'s ``add`` / ``evaluate`` / ``next_timer``.)
+Code: the buffer, its evaluation hooks and what they return (``StepView``, ``Evaluation``,
+``Closed``, ``Late``) are in ``spark_windowing.buffered``; ``count`` and ``sliding(d, n elements)``
+here; ``record_sliding`` in ``spark_windowing.record_sliding``.
 """
 
-from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing import aggregates as agg
-from spark_windowing._arrow import factorize, field_type
-from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
+from spark_windowing._arrow import factorize
+from spark_windowing._time import MAX_TIME
+from spark_windowing.buffered import Evaluation, MixedLogic, StepView, ranks
+from spark_windowing.record_sliding import RecordSlidingLogic
 from spark_windowing.windows import CountEvery, RecordSliding, SlidingEvery, WindowFn
-
-
-
-@dataclass(frozen=True)
-class StepView:
-    """What buffered logic sees of the operator's step: the watermark ``wm``, the batch ``seq``
-    (arrival numbers of folded elements), the bound aggregates and the timestamps' grain."""
-
-    wm: int
-    seq: int
-    aggs: list[agg.BoundAggregate]
-    grain: int = 1
-
-
-@dataclass(frozen=True)
-class Closed:
-    """Windows one evaluation closes, each to fire once (ON_TIME, final), in the order given.
-
-    Window ``w`` has key row ``keys[w]`` and bounds ``ws[w]``/``we[w]`` (count-based kinds:
-    ``ws`` = window_seq, ``we`` = GLOBAL_END). Its contents are aggregated already:
-    ``partials``/``res`` (``aggregates.preaggregate``'s form) hold the rows for windows
-    ``windows``; ``first_ts``/``last_ts`` are its first and last element times (the pane
-    timestamp under the earliest / latest combiners)."""
-
-    keys: pa.Table
-    ws: np.ndarray
-    we: np.ndarray
-    windows: np.ndarray
-    res: dict[str, np.ndarray]
-    partials: dict[str, Any]
-    first_ts: np.ndarray
-    last_ts: np.ndarray
-
-
-@dataclass(frozen=True)
-class Late:
-    """Elements that no window can take any more (``too_late``): their input rows and the
-    window each late row names."""
-
-    rows: pa.Table
-    ws: np.ndarray
-    we: np.ndarray
-
-
-@dataclass
-class Evaluation:
-    """What one ``evaluate`` produced: windows to fire, then elements given up."""
-
-    closed: list[Closed] = field(default_factory=list)
-    late: list[Late] = field(default_factory=list)
 
 
 def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
@@ -201,195 +150,6 @@ def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
     if isinstance(window, RecordSliding):
         return RecordSlidingLogic(window, lateness)
     raise TypeError(f"not a mixed window: {window!r}")
-
-
-class MixedLogic:
-    """Buffered elements of a mixed window and their evaluation (one instance per operator)."""
-
-    def __init__(self, window: WindowFn) -> None:
-        self.window = window
-        self.keys: pa.Table | None = None      # key columns per buffered element
-        self.values: pa.Table | None = None    # aggregate input columns per buffered element
-        self.ts = np.empty(0, dtype=np.int64)
-        self.arr = np.empty(0, dtype=np.int64)  # arrival number (tie-break)
-        self.next_arr = 0
-
-    # ---- hooks called by the operator
-    def add(self, view: StepView, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> Late | None:
-        """Buffer the batch's valid elements; return those already too late (None if none)."""
-        late, ws, we = self.late(view, ts)
-        out = None
-        if late.any():
-            out = Late(events.take(pa.array(np.flatnonzero(late))), ws[late], we[late])
-        keep = np.flatnonzero(~late)
-        if len(keep):
-            take = pa.array(keep)
-            self._append(key_table.take(take), self._values(view, events).take(take), ts[keep])
-        return out
-
-    def _values(self, view: StepView, events: pa.Table) -> pa.Table:
-        """The columns buffered per element: what the aggregates read."""
-        return agg.input_columns(view.aggs, events)
-
-    def evaluate(self, view: StepView) -> Evaluation:
-        """The windows the watermark ``view.wm`` closes, and elements given up; prunes the buffer."""
-        raise NotImplementedError
-
-    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per element: too late on arrival, and the window its late row names."""
-        raise NotImplementedError
-
-    def next_timer(self) -> int:
-        raise NotImplementedError
-
-    # ---- buffer
-    def _append(self, keys: pa.Table, values: pa.Table, ts: np.ndarray) -> None:
-        m = len(ts)
-        if self.keys is None or self.values is None:
-            self.keys, self.values = keys, values
-        else:
-            self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks()
-            self.values = pa.concat_tables([self.values, values], promote_options="permissive").combine_chunks()
-        self.ts = np.concatenate([self.ts, ts.astype(np.int64)])
-        self.arr = np.concatenate([self.arr, np.arange(self.next_arr, self.next_arr + m, dtype=np.int64)])
-        self.next_arr += m
-        self._appended(m)
-
-    def _appended(self, m: int) -> None:
-        pass
-
-    def _keep(self, keep: np.ndarray) -> None:
-        if keep.all():
-            return
-        assert self.keys is not None and self.values is not None
-        sel = pa.array(np.flatnonzero(keep))
-        self.keys, self.values = self.keys.take(sel), self.values.take(sel)
-        self.ts, self.arr = self.ts[keep], self.arr[keep]
-        self._kept(keep)
-
-    def _kept(self, keep: np.ndarray) -> None:
-        pass
-
-    def _sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Buffer order by (key, ts, arrival), the key ids in that order, and each key's first position."""
-        assert self.keys is not None
-        kid = factorize([self.keys])[0]
-        order = np.lexsort((self.arr, self.ts, kid))
-        kid_o = kid[order]
-        first = np.full(int(kid.max()) + 1 if len(kid) else 0, -1, dtype=np.int64)
-        first[kid_o[::-1]] = np.arange(len(kid_o))[::-1]
-        return order, kid_o, first
-
-    def _close_windows(self, view: StepView, rep: np.ndarray, seq: np.ndarray, lo: np.ndarray,
-                       hi: np.ndarray, order: np.ndarray, we: np.ndarray | None = None) -> list[Closed]:
-        """Windows ``w`` with the buffered elements ``order[lo[w]:hi[w]]`` (sorted positions, by
-        time), the key of buffered element ``rep[w]``, ``window_seq = seq[w]`` (count-based kinds)
-        or the window ``[seq[w], we[w])`` (record_sliding), aggregated now (before the buffer is
-        pruned)."""
-        assert self.keys is not None and self.values is not None
-        m = len(rep)
-        if m == 0:
-            return []
-        folded = self._fold_ranges(view, lo, hi, order)
-        if folded is None:
-            lengths = hi - lo
-            win = np.repeat(np.arange(m), lengths)
-            pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
-            src = order[pos]
-            values = agg.input_columns(view.aggs, self.values)
-            arrival = (view.seq << 32) + np.arange(len(win), dtype=np.int64)
-            folded = agg.preaggregate(view.aggs, values.take(pa.array(src)), win, self.ts[src], None, arrival)
-        windows, res, partials = folded
-        return [Closed(self.keys.take(pa.array(rep)), seq.astype(np.int64),
-                       np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64),
-                       windows, res, partials, self.ts[order[lo]], self.ts[order[hi - 1]])]
-
-    def _fold_ranges(self, view: StepView, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
-                     ) -> tuple[np.ndarray, dict, dict] | None:
-        """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges with
-        ``np.ufunc.reduceat``, without expanding (element, window) pairs: memory follows the windows,
-        not windows x elements per window (record_sliding windows overlap heavily). Only for
-        sum / avg / count / min / max over integer or float columns; returns None otherwise, and
-        the caller folds the expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
-        aggs = view.aggs
-        if not aggs or any(a.spec.func not in agg.COMBINABLE for a in aggs):
-            return None
-        assert self.values is not None
-        columns: dict[str, Any] = {}
-        for a in aggs:
-            if a.spec.column is not None and a.spec.column not in columns:
-                col = self.values.column(a.spec.column)
-                if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-                    return None
-                columns[a.spec.column] = col.take(pa.array(order)).combine_chunks()
-        idx = _ranges(lo, hi)
-        ts = self.ts[order]
-        res = {"n": (hi - lo).astype(np.int64), "min_ts": _reduce(np.minimum, ts, idx),
-               "max_ts": _reduce(np.maximum, ts, idx)}
-        partials: dict[str, Any] = {}
-        for a in aggs:
-            p, f = a.prefix, a.spec.func
-            if f == "count_star":
-                partials[p + "n"] = res["n"]
-                continue
-            col = columns[a.spec.column]
-            cnt = _reduce(np.add, np.asarray(col.is_valid(), dtype=np.int64), idx)
-            partials[p + "n"] = cnt
-            if f in ("sum", "avg"):
-                integer = pa.types.is_integer(col.type)
-                x = col.fill_null(0).to_numpy().astype(np.int64 if integer else np.float64)
-                partials[p + "s"] = _reduce(np.add, x, idx)
-            elif f in ("min", "max"):  # a null never wins
-                if pa.types.is_integer(col.type):
-                    info = np.iinfo(col.type.to_pandas_dtype())
-                    x = col.fill_null(info.max if f == "min" else info.min).to_numpy()
-                    ufunc = np.minimum if f == "min" else np.maximum
-                else:  # fmin / fmax skip NaN unless all are NaN, as Arrow's min / max do; a null
-                    x = col.to_numpy(zero_copy_only=False).astype(np.float64)  # is NaN here, and
-                    # a window of nulls only is masked below (count 0)
-                    ufunc = np.fmin if f == "min" else np.fmax
-                v = _reduce(ufunc, x, idx)
-                partials[p + "v"] = pa.array(v, mask=cnt == 0).cast(col.type)
-        return np.arange(len(lo), dtype=np.int64), res, partials
-
-    # ---- snapshots (pickled by spark_windowing.state)
-    def snapshot(self) -> dict[str, Any]:
-        return {"keys": self.keys, "values": self.values, "ts": self.ts, "arr": self.arr,
-                "next_arr": self.next_arr, **self._extra_state()}
-
-    def restore(self, doc: dict[str, Any]) -> None:
-        self.keys, self.values = doc["keys"], doc["values"]
-        self.ts, self.arr, self.next_arr = doc["ts"], doc["arr"], int(doc["next_arr"])
-        self._restore_extra(doc)
-
-    def _extra_state(self) -> dict[str, Any]:
-        return {}
-
-    def _restore_extra(self, doc: dict[str, Any]) -> None:
-        pass
-
-
-def _ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``ufunc.reduceat`` indices for the ranges ``[lo[w], hi[w])`` (``lo < hi``), interleaved;
-    see ``_reduce``."""
-    idx = np.empty(2 * len(lo), dtype=np.int64)
-    idx[0::2], idx[1::2] = lo, hi
-    return idx
-
-
-def _reduce(ufunc: np.ufunc, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``ufunc`` over each range of ``_ranges``: reduceat of ``idx[2w] < idx[2w+1]`` reduces exactly
-    ``x[lo:hi]`` (the odd results, from ``hi`` to the next ``lo``, are dropped); one sentinel element
-    makes ``hi == len(x)`` a valid index."""
-    if len(idx) == 0:
-        return x[:0].copy()
-    return ufunc.reduceat(np.append(x, x[-1:]), idx)[0::2]
-
-
-def _ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:
-    """Dense ranks of int64 values shared across ``arrays`` (so key·R + rank cannot overflow)."""
-    values = np.unique(np.concatenate(arrays))
-    return [np.searchsorted(values, a) for a in arrays], len(values) + 1
 
 
 class CountEveryLogic(MixedLogic):
@@ -434,13 +194,13 @@ class CountEveryLogic(MixedLogic):
             head[1:] = (wk[1:] != wk[:-1]) | (wc[1:] != wc[:-1])   # sorted by (key, ts): runs
             wk, wc = wk[head], wc[head]
             b = w.offset + wc * w.every
-            (r_ts, r_b), span = _ranks(ts_o, b)
+            (r_ts, r_b), span = ranks(ts_o, b)
             hi = np.searchsorted(kid_o * span + r_ts, wk * span + r_b, side="left")
             lo = np.maximum(first[wk], hi - w.size)
             tie = np.lexsort((wk, wc))  # emit in boundary order
             out.closed += self._close_windows(view, order[first[wk]][tie], wc[tie], lo[tie], hi[tie], order)
         # keep per key the last n elements before b_now and everything at or after it
-        (r_ts, r_b), span = _ranks(ts_o, np.array([b_now]))
+        (r_ts, r_b), span = ranks(ts_o, np.array([b_now]))
         comp = kid_o * span + r_ts
         before = np.searchsorted(comp, np.unique(kid_o) * span + r_b[0], side="left")
         p_now = np.empty(len(first), dtype=np.int64)
@@ -531,7 +291,7 @@ class SlidingEveryLogic(MixedLogic):
                 kid = np.empty(len(order), dtype=np.int64)
                 kid[order] = kid_o
                 t, tk = self.ts[t_el], kid[t_el]
-                (r_el, r_t, r_lo), span = _ranks(self.ts[order], t, t - w.size)
+                (r_el, r_t, r_lo), span = ranks(self.ts[order], t, t - w.size)
                 comp = kid_o * span + r_el
                 hi = np.searchsorted(comp, tk * span + r_t, side="right")
                 lo = np.searchsorted(comp, tk * span + r_lo, side="right")
@@ -566,140 +326,3 @@ class SlidingEveryLogic(MixedLogic):
 
     def _restore_extra(self, doc):
         self.ordinal, self.counted_keys, self.counted = doc["ordinal"], doc["counted_keys"], doc["counted"]
-
-
-class RecordSlidingLogic(MixedLogic):
-    """``record_sliding(size)``, Kafka Streams' KIP-450 sliding windows: see the module docstring.
-
-    Per buffered element also: the watermark at its arrival (``arr_wm``; a window takes the
-    elements that arrived while it was open) and whether a fired window held it (``in_pane``)."""
-
-    window: RecordSliding
-
-    def __init__(self, window: RecordSliding, lateness: int) -> None:
-        super().__init__(window)
-        self.lateness = int(lateness)
-        self.grain = 1                 # the timestamps' grain in µs (1000 for ms epochs)
-        self.done_wm = MIN_TIME        # watermark of the last evaluation
-        self.arr_wm = np.empty(0, dtype=np.int64)
-        self.in_pane = np.empty(0, dtype=bool)
-
-    # A window [s, s + size] (inclusive) closes once watermark >= s + size + 1 µs + lateness.
-    def _close(self, end: np.ndarray) -> np.ndarray:
-        return end + 1 + self.lateness
-
-    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # every window holding ts ends at or before ts + size: too late once that one is closed
-        w = self.window
-        return self._close(ts + w.size) <= view.wm, ts - w.size, ts
-
-    def add(self, view: StepView, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> Late | None:
-        self.grain = view.grain
-        n0 = len(self.ts)
-        late = super().add(view, events, key_table, ts)
-        self.arr_wm[n0:] = view.wm
-        return late
-
-    def _values(self, view: StepView, events: pa.Table) -> pa.Table:
-        return events  # whole rows: an element no window took goes to the late output as it came
-
-    def _appended(self, m: int) -> None:
-        self.arr_wm = np.concatenate([self.arr_wm, np.full(m, self.done_wm, dtype=np.int64)])
-        self.in_pane = np.concatenate([self.in_pane, np.zeros(m, dtype=bool)])
-
-    def _kept(self, keep: np.ndarray) -> None:
-        self.arr_wm, self.in_pane = self.arr_wm[keep], self.in_pane[keep]
-
-    def _candidates(self, kid_o: np.ndarray, ts_o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(key id, start) of every window the (key, time)-sorted elements bring, deduplicated:
-        per distinct time t, ``[t − size, t]`` and ``[t + g, t + g + size]`` (possibly empty)."""
-        head = np.ones(len(ts_o), dtype=bool)
-        head[1:] = (kid_o[1:] != kid_o[:-1]) | (ts_o[1:] != ts_o[:-1])
-        uk, ut = kid_o[head], ts_o[head]
-        ck = np.concatenate([uk, uk])
-        cs = np.concatenate([ut - self.window.size, ut + self.grain])
-        o = np.lexsort((ck, cs))
-        ck, cs = ck[o], cs[o]
-        first = np.ones(len(cs), dtype=bool)
-        first[1:] = (ck[1:] != ck[:-1]) | (cs[1:] != cs[:-1])  # left(t') == right(t) when t' = t + g + size
-        return ck[first], cs[first]
-
-    def _spans(self, kid_o, ts_o, ck, cs) -> tuple[np.ndarray, np.ndarray]:
-        """Sorted positions [lo, hi) of each window's elements (ts in [start, start + size])."""
-        (r_ts, r_s, r_e), span = _ranks(ts_o, cs, cs + self.window.size)
-        comp = kid_o * span + r_ts
-        return (np.searchsorted(comp, ck * span + r_s, side="left"),
-                np.searchsorted(comp, ck * span + r_e, side="right"))
-
-    def evaluate(self, view: StepView) -> Evaluation:
-        w, wm, prev, out = self.window, view.wm, self.done_wm, Evaluation()
-        if wm <= prev:
-            return out
-        self.done_wm = wm
-        if len(self.ts) == 0:
-            return out
-        assert self.keys is not None and self.values is not None
-        # Windows closing now (prev < close <= wm) hold the elements that came before this step:
-        # this step's elements arrived under watermark wm, when those windows were already closed.
-        old = np.flatnonzero(self.arr_wm <= prev)
-        if len(old):
-            kid = factorize([self.keys.take(pa.array(old))])[0]
-            o = np.lexsort((self.arr[old], self.ts[old], kid))
-            order, kid_o = old[o], kid[o]
-            ts_o = self.ts[order]
-            ck, cs = self._candidates(kid_o, ts_o)
-            close = self._close(cs + w.size)
-            due = (close > prev) & (close <= wm)
-            ck, cs = ck[due], cs[due]
-            lo, hi = self._spans(kid_o, ts_o, ck, cs)
-            full = hi > lo
-            ck, cs, lo, hi = ck[full], cs[full], lo[full], hi[full]
-            if len(cs):
-                out.closed += self._close_windows(view, order[lo], cs, lo, hi, order, we=cs + w.size + 1)
-                cover = np.bincount(lo, minlength=len(order) + 1) - np.bincount(hi, minlength=len(order) + 1)
-                self.in_pane[order[np.cumsum(cover)[:-1] > 0]] = True
-        # no window still to close can hold these: those no window took go to the late output
-        gone = self._close(self.ts + w.size)
-        lost = (gone > prev) & (gone <= wm) & ~self.in_pane
-        if lost.any():
-            sel = np.flatnonzero(lost)
-            out.late.append(Late(self.values.take(pa.array(sel)), self.ts[sel] - w.size, self.ts[sel]))
-        # an element is kept while the window starting just after it may still close
-        self._keep(self._close(self.ts + self.grain + w.size) > wm)
-        return out
-
-    def next_timer(self) -> int:
-        """The earliest watermark at which a window closes or an element is given up."""
-        if len(self.ts) == 0:
-            return MAX_TIME
-        w = self.window
-        kid = factorize([self.keys])[0] if self.keys is not None else np.zeros(0, dtype=np.int64)
-        order = np.lexsort((self.ts, kid))
-        kid_o, ts_o = kid[order], self.ts[order]
-        # [t + g, t + g + size] holds an element iff the key's next later element is in it
-        (r_ts,), span = _ranks(ts_o)
-        comp = kid_o * span + r_ts
-        nxt = np.searchsorted(comp, comp, side="right")
-        has_next = nxt < len(ts_o)
-        nxt_c = np.minimum(nxt, len(ts_o) - 1)
-        right = has_next & (kid_o[nxt_c] == kid_o) & (ts_o[nxt_c] <= ts_o + self.grain + w.size)
-        times = np.concatenate([self._close(ts_o), self._close(ts_o[right] + self.grain + w.size),
-                                self._close(self.ts[~self.in_pane] + w.size)])
-        times = times[times > self.done_wm]
-        return int(times.min()) if len(times) else MAX_TIME
-
-    def _extra_state(self):
-        return {"grain": self.grain, "done_wm": self.done_wm, "arr_wm": self.arr_wm, "in_pane": self.in_pane}
-
-    def _restore_extra(self, doc):
-        self.grain, self.done_wm = int(doc["grain"]), int(doc["done_wm"])
-        self.arr_wm, self.in_pane = doc["arr_wm"], doc["in_pane"]
-
-
-def grain(schema: pa.Schema | None, column: str | None, unit: str | None) -> int:
-    """The timestamps' grain in µs: the unit of integer epoch columns (Kafka's are milliseconds),
-    else 1 µs (timestamp, date, string and floating-point columns)."""
-    t = field_type(schema, column) if column is not None and schema is not None else None
-    if t is not None and pa.types.is_integer(t):
-        return UNIT_FACTORS[unit or "ms"]
-    return 1

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from spark_windowing import aggregates as agg
 from spark_windowing import join
-from spark_windowing import mixed as mixed_windows
+from spark_windowing import buffered, mixed
 from spark_windowing._arrow import field_type, get_column, to_micros
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.assign import WindowAssigner
@@ -75,7 +75,7 @@ class WindowedOperator:
         self._track_last = spec.retracting or spec.fire_only_updated_panes
         # count(n, <duration>) / sliding(<duration>, n elements) / record_sliding(<size>):
         # buffered, evaluated in mixed.py
-        self.mixed = mixed_windows.build_logic(spec.window, spec.allowed_lateness) if spec.window.mixed else None
+        self.mixed = mixed.build_logic(spec.window, spec.allowed_lateness) if spec.window.mixed else None
         if input_schema is not None:
             self.bind(input_schema)
 
@@ -308,12 +308,12 @@ class WindowedOperator:
         return touched.arrays()
 
     # ------------------------------------------------------------------ buffered kinds (mixed.py)
-    def _step_view(self) -> mixed_windows.StepView:
+    def _step_view(self) -> buffered.StepView:
         spec = self.spec
-        return mixed_windows.StepView(self.wm, self.seq, self.aggs, mixed_windows.grain(
+        return buffered.StepView(self.wm, self.seq, self.aggs, buffered.grain(
             self.input_schema, spec.timestamp_column, spec.timestamp_unit))
 
-    def _close_buffered(self, ev: mixed_windows.Evaluation, out: StepOutput) -> None:
+    def _close_buffered(self, ev: buffered.Evaluation, out: StepOutput) -> None:
         """Fire the windows a buffered kind closed (each once: ON_TIME, final), in its order, then
         send the elements it gave up to the late output."""
         assert self.table is not None and self.firing is not None
@@ -329,7 +329,7 @@ class WindowedOperator:
         for late in ev.late:
             self._buffered_late(late, out)
 
-    def _buffered_late(self, late: mixed_windows.Late, out: StepOutput) -> None:
+    def _buffered_late(self, late: buffered.Late, out: StepOutput) -> None:
         out.late(self._late_rows(late.rows, LATE_REASON_TOO_LATE, late.ws, late.we), LATE_REASON_TOO_LATE)
 
     def _late_rows(self, events: pa.Table, reason: str, ws: np.ndarray | None, we: np.ndarray | None) -> pa.Table:

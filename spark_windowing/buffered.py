@@ -1,0 +1,268 @@
+"""The common part of buffered window kinds (``spark_windowing.mixed`` describes them): a
+per-operator buffer of elements, and what its evaluation hands back to the operator.
+
+The operator calls only ``add`` (buffer a batch's valid elements; get back those already late),
+``evaluate`` (the windows the watermark closes, already aggregated, and elements given up) and
+``next_timer``; it then creates, fires and closes the windows itself. Nothing here calls back into
+the operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from spark_windowing import aggregates as agg
+from spark_windowing._arrow import factorize, field_type
+from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
+from spark_windowing.windows import WindowFn
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What buffered logic sees of the operator's step: the watermark ``wm``, the batch ``seq``
+    (arrival numbers of folded elements), the bound aggregates and the timestamps' grain."""
+
+    wm: int
+    seq: int
+    aggs: list[agg.BoundAggregate]
+    grain: int = 1
+
+
+@dataclass(frozen=True)
+class Closed:
+    """Windows one evaluation closes, each to fire once (ON_TIME, final), in the order given.
+
+    Window ``w`` has key row ``keys[w]`` and bounds ``ws[w]``/``we[w]`` (count-based kinds:
+    ``ws`` = window_seq, ``we`` = GLOBAL_END). Its contents are aggregated already:
+    ``partials``/``res`` (``aggregates.preaggregate``'s form) hold the rows for windows
+    ``windows``; ``first_ts``/``last_ts`` are its first and last element times (the pane
+    timestamp under the earliest / latest combiners)."""
+
+    keys: pa.Table
+    ws: np.ndarray
+    we: np.ndarray
+    windows: np.ndarray
+    res: dict[str, np.ndarray]
+    partials: dict[str, Any]
+    first_ts: np.ndarray
+    last_ts: np.ndarray
+
+
+@dataclass(frozen=True)
+class Late:
+    """Elements that no window can take any more (``too_late``): their input rows and the
+    window each late row names."""
+
+    rows: pa.Table
+    ws: np.ndarray
+    we: np.ndarray
+
+
+@dataclass
+class Evaluation:
+    """What one ``evaluate`` produced: windows to fire, then elements given up."""
+
+    closed: list[Closed] = field(default_factory=list)
+    late: list[Late] = field(default_factory=list)
+
+
+class MixedLogic:
+    """Buffered elements of a mixed window and their evaluation (one instance per operator)."""
+
+    def __init__(self, window: WindowFn) -> None:
+        self.window = window
+        self.keys: pa.Table | None = None      # key columns per buffered element
+        self.values: pa.Table | None = None    # aggregate input columns per buffered element
+        self.ts = np.empty(0, dtype=np.int64)
+        self.arr = np.empty(0, dtype=np.int64)  # arrival number (tie-break)
+        self.next_arr = 0
+
+    # ---- hooks called by the operator
+    def add(self, view: StepView, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> Late | None:
+        """Buffer the batch's valid elements; return those already too late (None if none)."""
+        late, ws, we = self.late(view, ts)
+        out = None
+        if late.any():
+            out = Late(events.take(pa.array(np.flatnonzero(late))), ws[late], we[late])
+        keep = np.flatnonzero(~late)
+        if len(keep):
+            take = pa.array(keep)
+            self._append(key_table.take(take), self._values(view, events).take(take), ts[keep])
+        return out
+
+    def _values(self, view: StepView, events: pa.Table) -> pa.Table:
+        """The columns buffered per element: what the aggregates read."""
+        return agg.input_columns(view.aggs, events)
+
+    def evaluate(self, view: StepView) -> Evaluation:
+        """The windows the watermark ``view.wm`` closes, and elements given up; prunes the buffer."""
+        raise NotImplementedError
+
+    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per element: too late on arrival, and the window its late row names."""
+        raise NotImplementedError
+
+    def next_timer(self) -> int:
+        raise NotImplementedError
+
+    # ---- buffer
+    def _append(self, keys: pa.Table, values: pa.Table, ts: np.ndarray) -> None:
+        m = len(ts)
+        if self.keys is None or self.values is None:
+            self.keys, self.values = keys, values
+        else:
+            self.keys = pa.concat_tables([self.keys, keys.cast(self.keys.schema)]).combine_chunks()
+            self.values = pa.concat_tables([self.values, values], promote_options="permissive").combine_chunks()
+        self.ts = np.concatenate([self.ts, ts.astype(np.int64)])
+        self.arr = np.concatenate([self.arr, np.arange(self.next_arr, self.next_arr + m, dtype=np.int64)])
+        self.next_arr += m
+        self._appended(m)
+
+    def _appended(self, m: int) -> None:
+        pass
+
+    def _keep(self, keep: np.ndarray) -> None:
+        if keep.all():
+            return
+        assert self.keys is not None and self.values is not None
+        sel = pa.array(np.flatnonzero(keep))
+        self.keys, self.values = self.keys.take(sel), self.values.take(sel)
+        self.ts, self.arr = self.ts[keep], self.arr[keep]
+        self._kept(keep)
+
+    def _kept(self, keep: np.ndarray) -> None:
+        pass
+
+    def _sorted(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Buffer order by (key, ts, arrival), the key ids in that order, and each key's first position."""
+        assert self.keys is not None
+        kid = factorize([self.keys])[0]
+        order = np.lexsort((self.arr, self.ts, kid))
+        kid_o = kid[order]
+        first = np.full(int(kid.max()) + 1 if len(kid) else 0, -1, dtype=np.int64)
+        first[kid_o[::-1]] = np.arange(len(kid_o))[::-1]
+        return order, kid_o, first
+
+    def _close_windows(self, view: StepView, rep: np.ndarray, seq: np.ndarray, lo: np.ndarray,
+                       hi: np.ndarray, order: np.ndarray, we: np.ndarray | None = None) -> list[Closed]:
+        """Windows ``w`` with the buffered elements ``order[lo[w]:hi[w]]`` (sorted positions, by
+        time), the key of buffered element ``rep[w]``, ``window_seq = seq[w]`` (count-based kinds)
+        or the window ``[seq[w], we[w])`` (record_sliding), aggregated now (before the buffer is
+        pruned)."""
+        assert self.keys is not None and self.values is not None
+        m = len(rep)
+        if m == 0:
+            return []
+        folded = self._foldranges(view, lo, hi, order)
+        if folded is None:
+            lengths = hi - lo
+            win = np.repeat(np.arange(m), lengths)
+            pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
+            src = order[pos]
+            values = agg.input_columns(view.aggs, self.values)
+            arrival = (view.seq << 32) + np.arange(len(win), dtype=np.int64)
+            folded = agg.preaggregate(view.aggs, values.take(pa.array(src)), win, self.ts[src], None, arrival)
+        windows, res, partials = folded
+        return [Closed(self.keys.take(pa.array(rep)), seq.astype(np.int64),
+                       np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64),
+                       windows, res, partials, self.ts[order[lo]], self.ts[order[hi - 1]])]
+
+    def _foldranges(self, view: StepView, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
+                     ) -> tuple[np.ndarray, dict, dict] | None:
+        """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges with
+        ``np.ufunc.reduceat``, without expanding (element, window) pairs: memory follows the windows,
+        not windows x elements per window (record_sliding windows overlap heavily). Only for
+        sum / avg / count / min / max over integer or float columns; returns None otherwise, and
+        the caller folds the expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
+        aggs = view.aggs
+        if not aggs or any(a.spec.func not in agg.COMBINABLE for a in aggs):
+            return None
+        assert self.values is not None
+        columns: dict[str, Any] = {}
+        for a in aggs:
+            if a.spec.column is not None and a.spec.column not in columns:
+                col = self.values.column(a.spec.column)
+                if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+                    return None
+                columns[a.spec.column] = col.take(pa.array(order)).combine_chunks()
+        idx = ranges(lo, hi)
+        ts = self.ts[order]
+        res = {"n": (hi - lo).astype(np.int64), "min_ts": reduce_ranges(np.minimum, ts, idx),
+               "max_ts": reduce_ranges(np.maximum, ts, idx)}
+        partials: dict[str, Any] = {}
+        for a in aggs:
+            p, f = a.prefix, a.spec.func
+            if f == "count_star":
+                partials[p + "n"] = res["n"]
+                continue
+            col = columns[a.spec.column]
+            cnt = reduce_ranges(np.add, np.asarray(col.is_valid(), dtype=np.int64), idx)
+            partials[p + "n"] = cnt
+            if f in ("sum", "avg"):
+                integer = pa.types.is_integer(col.type)
+                x = col.fill_null(0).to_numpy().astype(np.int64 if integer else np.float64)
+                partials[p + "s"] = reduce_ranges(np.add, x, idx)
+            elif f in ("min", "max"):  # a null never wins
+                if pa.types.is_integer(col.type):
+                    info = np.iinfo(col.type.to_pandas_dtype())
+                    x = col.fill_null(info.max if f == "min" else info.min).to_numpy()
+                    ufunc = np.minimum if f == "min" else np.maximum
+                else:  # fmin / fmax skip NaN unless all are NaN, as Arrow's min / max do; a null
+                    x = col.to_numpy(zero_copy_only=False).astype(np.float64)  # is NaN here, and
+                    # a window of nulls only is masked below (count 0)
+                    ufunc = np.fmin if f == "min" else np.fmax
+                v = reduce_ranges(ufunc, x, idx)
+                partials[p + "v"] = pa.array(v, mask=cnt == 0).cast(col.type)
+        return np.arange(len(lo), dtype=np.int64), res, partials
+
+    # ---- snapshots (pickled by spark_windowing.state)
+    def snapshot(self) -> dict[str, Any]:
+        return {"keys": self.keys, "values": self.values, "ts": self.ts, "arr": self.arr,
+                "next_arr": self.next_arr, **self._extra_state()}
+
+    def restore(self, doc: dict[str, Any]) -> None:
+        self.keys, self.values = doc["keys"], doc["values"]
+        self.ts, self.arr, self.next_arr = doc["ts"], doc["arr"], int(doc["next_arr"])
+        self._restore_extra(doc)
+
+    def _extra_state(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_extra(self, doc: dict[str, Any]) -> None:
+        pass
+
+
+def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``ufunc.reduceat`` indices for the ranges ``[lo[w], hi[w])`` (``lo < hi``), interleaved;
+    see ``reduce_ranges``."""
+    idx = np.empty(2 * len(lo), dtype=np.int64)
+    idx[0::2], idx[1::2] = lo, hi
+    return idx
+
+
+def reduce_ranges(ufunc: np.ufunc, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """``ufunc`` over each range of ``ranges``: reduceat of ``idx[2w] < idx[2w+1]`` reduces exactly
+    ``x[lo:hi]`` (the odd results, from ``hi`` to the next ``lo``, are dropped); one sentinel element
+    makes ``hi == len(x)`` a valid index."""
+    if len(idx) == 0:
+        return x[:0].copy()
+    return ufunc.reduceat(np.append(x, x[-1:]), idx)[0::2]
+
+
+def ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """Dense ranks of int64 values shared across ``arrays`` (so key·R + rank cannot overflow)."""
+    values = np.unique(np.concatenate(arrays))
+    return [np.searchsorted(values, a) for a in arrays], len(values) + 1
+
+
+def grain(schema: pa.Schema | None, column: str | None, unit: str | None) -> int:
+    """The timestamps' grain in µs: the unit of integer epoch columns (Kafka's are milliseconds),
+    else 1 µs (timestamp, date, string and floating-point columns)."""
+    t = field_type(schema, column) if column is not None and schema is not None else None
+    if t is not None and pa.types.is_integer(t):
+        return UNIT_FACTORS[unit or "ms"]
+    return 1
