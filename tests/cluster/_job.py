@@ -53,8 +53,9 @@ def main(path: str) -> int:
     query = (reader.load().writeStream.format("windowed").option("path", cfg["panes"])
              .option("checkpointLocation", cfg["checkpoint"]).trigger(availableNow=True).start())
     query.awaitTermination()
-    for p in query.recentProgress:
-        print("PROGRESS", json.dumps({"batchId": p["batchId"], "numInputRows": p["numInputRows"]}), flush=True)
+    for p in query.recentProgress:  # attributes: through Connect p["numInputRows"] is None (not a
+        # top-level field of the progress JSON there), the property sums the sources'
+        print("PROGRESS", json.dumps({"batchId": p.batchId, "numInputRows": p.numInputRows}), flush=True)
     if query.exception() is not None:
         print("QUERY FAILED:", query.exception(), file=sys.stderr, flush=True)
         return 1
