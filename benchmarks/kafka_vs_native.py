@@ -16,6 +16,10 @@ then in one local[2] Spark session (with ``spark-sql-kafka-0-10`` of the install
 
 all ``availableNow`` with the same ``maxOffsetsPerTrigger`` (≈10 micro-batches). Prints seconds
 and events/second. Not part of the test suite.
+
+Spark's Kafka connector is published on Maven Central per Spark version; for the newest pyspark
+it may not be there yet, so run this with the interpreter of the second virtualenv (pyspark 4.2,
+made by ``scripts/test.sh``): ``.venv-delta/bin/python benchmarks/kafka_vs_native.py``.
 """
 
 from __future__ import annotations
