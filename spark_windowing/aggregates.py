@@ -29,6 +29,9 @@ names a class with::
 
 Per batch, the built-ins pre-aggregate all (key, window) groups with one Arrow ``group_by`` and
 merge the partials into row-aligned NumPy state with vectorized operations.
+
+(Long module: every built-in aggregate's arithmetic, at each step of its life — parse, bind,
+pre-aggregate, combine, merge, subtract, output — sits in one place, so a new aggregate is added here only.)
 """
 
 from __future__ import annotations
@@ -270,6 +273,8 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
                  hold_ts: np.ndarray | None, arrival: np.ndarray | None = None
                  ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
     """Group (element, window) pairs by target row id ``g``; return (rows, counts/holds, partials).
+    (Long: one Arrow ``group_by`` over the specs every aggregate contributes, then its result
+    columns handed back per aggregate.)
 
     ``pairs`` holds the elements' columns (one row per pair, arrival order), ``ts`` their event
     times, ``hold_ts`` the times that count for the watermark hold (NaT-like = MAX where they don't),

@@ -33,6 +33,9 @@ How to read the picture:
 
 Matplotlib is the optional extra ``plot`` (``pip install spark-windowing[plot]``); it is imported
 only when drawing, with the non-interactive Agg canvas (the global pyplot backend is not touched).
+
+(Long module: a command line, the reading of pane tables, and the drawing of one figure, which
+only this tool needs.)
 """
 
 from __future__ import annotations
@@ -553,6 +556,8 @@ def _scatter(ax: "Axes", cat: str, is_final: bool, faded: bool, pts: list[tuple[
 
 
 def _decorate(fig, ax: "Axes", summary: PlotSummary, title: str | None, height: float) -> None:
+    """Axes, labels, legend and title of the timeline. (Long: one matplotlib call per element of
+    the figure.)"""
     from matplotlib import dates as mdates
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch

@@ -188,7 +188,8 @@ class StateStore:
         the events per bucket, so the parts do not depend on what happened to be in memory): each
         part steps its buckets' events with the same watermark and batch, then its buckets are
         written to storage and dropped from memory. The union of the parts' panes and late rows
-        equals one in-memory step; each part's panes are in row-id order."""
+        equals one in-memory step; each part's panes are in row-id order. (Long: the parts are
+        planned by a short loop kept next to the one-step path it falls back from.)"""
         op = self.op
         if events is not None and events.num_rows and not op.bound:
             op.bind(events.schema)

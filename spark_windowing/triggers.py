@@ -17,6 +17,9 @@ the epoch) and never finish.
 
 >>> parse_trigger("AfterWatermark(early=AfterCount(2), late=AfterProcessingTime(1 minute))").spec()
 'AfterWatermark(early=AfterCount(2), late=AfterProcessingTime(60000000us))'
+
+(Long module: the whole algebra — fifteen small trigger classes with the same hooks — and its
+parser; each class is short.)
 """
 
 from __future__ import annotations

@@ -345,6 +345,7 @@ def _nargs(call: Call, text: str, lo: int, hi: int) -> None:
 
 
 def _build(call: Call, text: str) -> WindowFn:
+    """The window function ``call`` spells. (Long: one short branch per window spelling.)"""
     name = call.name.lower()
     if name in ("tumbling", "fixed"):
         _nargs(call, text, 1, 2)
