@@ -6,8 +6,8 @@ Positions. The upstream position in the windowed source's offset is Spark's form
 from the previous offset's position up to (not including) its own. Spark logs the offset before
 the batch runs, so a replayed batch reads exactly the same records. Partitions are assigned to
 the client explicitly (``assign`` with those offsets); nothing is committed to a consumer group.
-Partitions that appear later (new partitions, new topics matching ``subscribePattern``) start at
-their earliest offset, as in Spark.
+Partitions that appear later (new partitions, new topics matching ``subscribePattern``) are read
+from offset 0, as in Spark (an earliest offset above 0 is data loss).
 
 Data loss. When a partition's earliest available offset is past the position to read from
 (retention deleted the records first), ``failOnDataLoss=true`` (the default) fails the query
@@ -368,11 +368,19 @@ def plan(cfg: KafkaConfig, start: dict, end: dict) -> dict:
     ranges, skipped = [], 0
     todo = [(t, int(p), int(e)) for t, ps in end.items() for p, e in ps.items()]
     todo = [(t, p, _get(start, t, p), e) for t, p, e in sorted(todo)]
+    added = [(t, p) for t, p, s, _ in todo if s is None]
     lows = {}
-    if not cfg.fail_on_data_loss:
-        lows = {tp: m[0] for tp, m in watermark_offsets(cfg, [(t, p) for t, p, _, _ in todo]).items()}
+    if added or not cfg.fail_on_data_loss:
+        lows = {tp: m[0] for tp, m in watermark_offsets(
+            cfg, [(t, p) for t, p, s, _ in todo if s is None or not cfg.fail_on_data_loss]).items()}
     for t, p, s, e in todo:
-        s = e if s is None else s  # cannot happen: every partition of `end` has a start
+        if s is None:  # a partition added since the previous batch: from offset 0, as Spark's source
+            s = 0
+            if lows[(t, p)] > 0 and cfg.fail_on_data_loss:
+                raise RuntimeError(
+                    f"Kafka data loss: topic {t} partition {p} was added with its earliest offset at "
+                    f"{lows[(t, p)]}, not 0: offsets 0..{lows[(t, p)] - 1} were deleted (retention) before "
+                    "they were read. Set failOnDataLoss=false to skip them and continue.")
         if (t, p) in lows and lows[(t, p)] > s:
             low = min(lows[(t, p)], e)
             skipped += low - s

@@ -76,6 +76,7 @@ class BatchReport:
     state_rows: int
     state_bytes: int
     duration_ms: float
+    skipped_offsets: int = 0   # Kafka, failOnDataLoss=false: offsets deleted before they were read
 
     @property
     def panes(self) -> int:
@@ -108,7 +109,8 @@ def read_batch_report(state: str, seq: int) -> BatchReport | None:
     return BatchReport(seq=int(seq), shards=len(shards),
                        **{f: sum(s[f] for s in shards) for f in _COUNT_FIELDS},
                        watermark_us=max(watermarks) if watermarks else None,
-                       duration_ms=max(s["duration_ms"] for s in shards))
+                       duration_ms=max(s["duration_ms"] for s in shards),
+                       skipped_offsets=sum(s["skipped_offsets"] for s in shards))
 
 
 def format_progress(report: BatchReport | None, *, batch_id: int, query_name: str | None,
@@ -122,7 +124,8 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
     '[clicks] batch 12 | events 10,000 | panes 812 (trigger 790, retraction 22) | late 3 (malformed 1) | watermark 2026-11-21T12:00:05Z | state 1,204 windows / 2.1 MB | 640 ms'
 
     ``report=None`` gives a line saying the report is missing (``missing``: where it was looked
-    for). ``late`` is ``late_dropped``; ``malformed`` is shown when non-zero.
+    for). ``late`` is ``late_dropped``; ``malformed`` is shown when non-zero, and so are the Kafka
+    offsets skipped because retention deleted them first (``failOnDataLoss=false``).
     """
     head = f"[{query_name}] batch {batch_id}" if query_name else f"batch {batch_id}"
     tail = [] if duration_ms is None else [f"{round(duration_ms):,} ms"]
@@ -140,6 +143,7 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
         late,
         f"watermark {_format_watermark(report.watermark)}",
         f"state {report.state_rows:,} windows / {format_bytes(report.state_bytes)}",
+        *([f"skipped offsets {report.skipped_offsets:,} (data loss)"] if report.skipped_offsets else []),
         *tail,
     ])
 
@@ -312,7 +316,11 @@ def _read_shard(fs, path: str) -> dict:
     dur = data.get("duration_ms")
     if not isinstance(dur, (int, float)) or isinstance(dur, bool):
         raise ValueError(f"{path}: field 'duration_ms' must be a number, got {dur!r}")
-    return {**{f: data[f] for f in _COUNT_FIELDS}, "watermark_us": wm, "duration_ms": float(dur)}
+    skipped = data.get("skipped_offsets", 0)  # Kafka only
+    if not _is_int(skipped):
+        raise ValueError(f"{path}: field 'skipped_offsets' must be an integer, got {skipped!r}")
+    return {**{f: data[f] for f in _COUNT_FIELDS}, "watermark_us": wm, "duration_ms": float(dur),
+            "skipped_offsets": skipped}
 
 
 def _is_int(v: Any) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 
 import pyarrow as pa
 import pytest
@@ -173,3 +174,86 @@ def test_replayed_batches_read_the_same_records(spark, kafka_broker, tmp_path):
     ids2 = sorted(i for r in DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
                   for i in r["ids"])
     assert ids2 == ids and len(offsets(chk)) == n_batches
+
+
+def _admin(broker):
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _ids_read(tmp_path) -> list[int]:
+    return sorted(i for r in DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
+                  for i in r["ids"])
+
+
+def _every_record(topic, broker, tmp_path, **extra) -> dict[str, str]:
+    """Each record in a pane of its own batch (global window, a pane per count), so the ids in
+    ``triggers`` are exactly the records read."""
+    return _options(topic, broker, tmp_path, aggregate="count(*) AS n, collect_list(id) AS ids",
+                    watermark="bounded(1 hour)", window="global", trigger="Repeatedly(AfterCount(1))",
+                    accumulationMode="discarding", **extra)
+
+
+def test_partitions_added_to_the_topic_are_picked_up(spark, kafka_broker, tmp_path):
+    """A topic grows from 1 to 3 partitions between two runs of the same query: the second run
+    reads the new partitions from their earliest offset, and the offset log names all three."""
+    from confluent_kafka.admin import NewPartitions
+    topic = new_topic(kafka_broker, partitions=1)
+    produce_json(kafka_broker, topic, [{"k": "a", "ts": T0 + i * SEC, "v": 1, "id": i} for i in range(10)])
+    opts = _every_record(topic, kafka_broker, tmp_path)
+    run_to_sink(spark, opts, tmp_path)
+    assert _ids_read(tmp_path) == list(range(10))
+
+    admin = _admin(kafka_broker)   # kept alive until the future resolves
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+    deadline = time.time() + 30
+    while len(admin.list_topics(topic, timeout=10).topics[topic].partitions) < 3:  # metadata catches up
+        assert time.time() < deadline, "the broker's metadata never showed 3 partitions"
+        time.sleep(0.2)
+    later = [{"k": "b", "ts": T0 + (10 + i) * SEC, "v": 1, "id": 10 + i} for i in range(12)]
+    produce_json(kafka_broker, topic, later, partition_of=lambda r: r["id"] % 3)
+    chk = run_to_sink(spark, opts, tmp_path)
+
+    assert _ids_read(tmp_path) == list(range(22))
+    assert offsets(chk)[-1][1]["up"][topic] == {"0": 14, "1": 4, "2": 4}
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+def test_records_deleted_before_they_were_read(spark, kafka_broker, tmp_path, fail_on_data_loss):
+    """Records deleted from a partition (as retention does; here the broker's DeleteRecords)
+    after the query's last batch and before it read them: ``failOnDataLoss=true`` fails naming
+    the topic, the partition and the missing offsets; ``false`` reads on from the earliest offset
+    left and reports how many offsets it skipped."""
+    from confluent_kafka import TopicPartition
+    from datasource.progress import format_progress, read_batch_report
+    topic = new_topic(kafka_broker, partitions=2)
+    rows = [{"k": "a", "ts": T0 + i * SEC, "v": 1, "id": i} for i in range(30)]
+    produce_json(kafka_broker, topic, rows[:10], partition_of=lambda r: r["id"] % 2)   # 5 per partition
+    opts = _every_record(topic, kafka_broker, tmp_path, failOnDataLoss=fail_on_data_loss)
+    run_to_sink(spark, opts, tmp_path)
+    produce_json(kafka_broker, topic, rows[10:], partition_of=lambda r: r["id"] % 2)   # offsets 5..14
+    admin = _admin(kafka_broker)   # kept alive until the future resolves
+    done = admin.delete_records([TopicPartition(topic, 0, 12)])    # drops offsets 0..11 of partition 0
+    list(done.values())[0].result(30)
+
+    reader = spark.readStream.format("windowed")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
+         .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    if fail_on_data_loss == "true":
+        with pytest.raises(Exception) as info:
+            q.awaitTermination(240)
+        text = str(info.value)
+        assert f"topic {topic} partition 0: offsets 5..11 were deleted" in text and "failOnDataLoss=false" in text
+        assert _ids_read(tmp_path) == list(range(10))             # nothing of the second lot
+        return
+    q.awaitTermination(240)
+    assert not q.isActive and q.exception() is None, q.exception()
+    unread_p0 = [r["id"] for r in rows[10:] if r["id"] % 2 == 0][:7]   # offsets 5..11 of partition 0
+    assert _ids_read(tmp_path) == sorted(set(range(30)) - set(unread_p0))
+    reports = [read_batch_report(opts["stateLocation"], end["seq"]) for _, end in offsets(str(tmp_path / "chk"))]
+    assert sum(r.skipped_offsets for r in reports if r is not None) == 7
+    line = format_progress(next(r for r in reports if r is not None and r.skipped_offsets), batch_id=0,
+                           query_name="q", duration_ms=None)
+    assert "skipped offsets 7 (data loss)" in line
