@@ -265,8 +265,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         events, key_hash = self._events(partition)
         max_event = max_col = max_event2 = None
         partition_max: dict[str, int] = {}
+        event_times = None
         if events.num_rows:
-            ts, valid = op.event_times(events)
+            ts, valid = event_times = op.event_times(events)  # parsed once: the step reuses them
             if cfg.stream2 is not None:  # per-stream maxima: each stream has its own watermark
                 side1, side2 = join.side_masks(events)
                 if (valid & side2).any():
@@ -283,7 +284,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         late: list[pa.Table] = []
         # parts: when the buckets a batch needs exceed stateMemoryRows, it runs a memory-full at a time
         for part in store.step_parts(events if events.num_rows else None, watermark=int(end["wm"]),
-                                     processing_time=int(end["bt"]), batch_seq=int(end["seq"]), key_hash=key_hash):
+                                     processing_time=int(end["bt"]), batch_seq=int(end["seq"]), key_hash=key_hash,
+                                     event_times=event_times):
             for k, v in part.metrics.items():
                 m[k] = m.get(k, 0) + v if k != "state_rows" else v
             if part.late.num_rows:

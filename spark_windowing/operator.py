@@ -42,7 +42,10 @@ from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE
 from spark_windowing.window_table import WindowTable, window_layout
 
-__all__ = ["WindowedOperator", "StepResult"]
+__all__ = ["WindowedOperator", "StepResult", "EventTimes"]
+
+#: A batch's event times in µs and their validity mask, as ``WindowedOperator.event_times`` gives them.
+EventTimes = tuple[np.ndarray, np.ndarray]
 
 _NOKEY = "__nokey"
 
@@ -207,8 +210,11 @@ class WindowedOperator:
 
     # ------------------------------------------------------------------ the step
     def step(self, events: pa.Table | None, *, watermark: int | None = None,
-             processing_time: int | None = None, batch_seq: int | None = None) -> StepResult:
-        """Process one micro-batch. ``watermark``/``processing_time`` in µs never move back."""
+             processing_time: int | None = None, batch_seq: int | None = None,
+             event_times: EventTimes | None = None) -> StepResult:
+        """Process one micro-batch. ``watermark``/``processing_time`` in µs never move back.
+        ``event_times``: the events' times as ``event_times(events)`` gives them, when the caller
+        has parsed them already (the Spark reader does, for the watermark); not modified."""
         self.wm, self.proc, self.seq = self.next_clock(watermark, processing_time, batch_seq)
         if events is not None and events.num_rows and not self.bound:
             self.bind(events.schema)
@@ -218,7 +224,7 @@ class WindowedOperator:
         out = StepOutput(0 if events is None else events.num_rows)
         touched, n_new, min_ts_new = _Touched(self.num_windows).arrays()
         if events is not None and events.num_rows:
-            touched, n_new, min_ts_new = self._add(events, out)
+            touched, n_new, min_ts_new = self._add(events, out, event_times)
         self.firing.fire(touched, n_new, min_ts_new, self.clock, out)
         if self.mixed is not None:
             self._close_buffered(self.mixed.evaluate(self._step_view()), out)
@@ -227,11 +233,12 @@ class WindowedOperator:
                           state_rows=self.num_windows)
 
     # ------------------------------------------------------------------ adding elements
-    def _add(self, events: pa.Table, out: StepOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _add(self, events: pa.Table, out: StepOutput, event_times: EventTimes | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Add the batch's elements: malformed ones to the late output, the rest buffered
         (buffered kinds) or assigned to windows and folded in. Returns, per window row, whether
         it got elements, how many, and the earliest one's time (the trigger's inputs)."""
-        el = self._valid_elements(events, out)
+        el = self._valid_elements(events, out, event_times)
         if self.mixed is not None:
             late = self.mixed.add(self._step_view(), el.events, el.key_table, el.ts)
             if late is not None:
@@ -239,11 +246,15 @@ class WindowedOperator:
             return _Touched(self.num_windows).arrays()
         return self._assign_and_fold(el, out)
 
-    def _valid_elements(self, events: pa.Table, out: StepOutput) -> "_Elements":
+    def _valid_elements(self, events: pa.Table, out: StepOutput, event_times: EventTimes | None = None
+                        ) -> "_Elements":
         """The batch's elements with a time, key (and gap, inherited window) that parse; the
         others go to the late output as ``malformed``."""
         spec = self.spec
-        ts, valid = self.event_times(events)
+        if event_times is None:
+            ts, valid = self.event_times(events)
+        else:
+            ts, valid = event_times[0], event_times[1].copy()  # the caller's mask stays as it was
         gap = None
         gap_col = getattr(spec.window, "gap_column", None)
         if gap_col is not None:

@@ -51,7 +51,7 @@ from spark_windowing._arrow import get_column
 from spark_windowing._hash import hash_columns, mix
 from spark_windowing._time import MAX_TIME
 from spark_windowing.errors import SnapshotError
-from spark_windowing.operator import StepResult, WindowedOperator
+from spark_windowing.operator import EventTimes, StepResult, WindowedOperator
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.state_codec import (check_fingerprint, column_kinds, extra_state, restore_extra,
                                          restore_scalars, rows_to_table, scalars, table_to_cols)
@@ -160,11 +160,11 @@ class StateStore:
 
     def step(self, events: pa.Table | None, *, watermark: int | None = None,
              processing_time: int | None = None, batch_seq: int | None = None,
-             key_hash: np.ndarray | None = None) -> StepResult:
+             key_hash: np.ndarray | None = None, event_times: EventTimes | None = None) -> StepResult:
         """``WindowedOperator.step`` over the whole state: the parts of ``step_parts`` merged
         into the order a single in-memory step gives."""
         parts = list(self.step_parts(events, watermark=watermark, processing_time=processing_time,
-                                     batch_seq=batch_seq, key_hash=key_hash))
+                                     batch_seq=batch_seq, key_hash=key_hash, event_times=event_times))
         if len(parts) == 1:
             return parts[0]
         panes = pa.concat_tables([p.panes for p in parts])
@@ -181,7 +181,8 @@ class StateStore:
 
     def step_parts(self, events: pa.Table | None, *, watermark: int | None = None,
                    processing_time: int | None = None, batch_seq: int | None = None,
-                   key_hash: np.ndarray | None = None) -> Iterator[StepResult]:
+                   key_hash: np.ndarray | None = None, event_times: EventTimes | None = None
+                   ) -> Iterator[StepResult]:
         """One micro-batch. When the buckets it needs (those of its events' keys and those with a
         due timer) fit in ``max_rows`` with what is in memory, one step. Otherwise in parts, a
         memory-full of buckets at a time (in bucket order, sized from the persisted row counts and
@@ -211,7 +212,7 @@ class StateStore:
         if op.num_windows + int(self.summary[load, 0].sum()) + int(per_bucket.sum()) <= self.max_rows \
                 or need.sum() <= 1:
             self._load(np.flatnonzero(load))
-            yield self._step_part(events, need, watermark, processing_time, batch_seq)
+            yield self._step_part(events, event_times, need, watermark, processing_time, batch_seq)
             return
         assert not self.dirty.any(), "persist() after every batch"
         cost = self.summary[:, 0] + per_bucket
@@ -229,17 +230,20 @@ class StateStore:
             self._flush(seq)
             self._keep_only(in_part)
             self._load(np.flatnonzero(in_part & ~self.resident))
-            part_events = None
+            part_events, part_times = None, None
             if len(ev_bucket):
                 sel = np.flatnonzero(in_part[ev_bucket])
                 part_events = events.take(pa.array(sel)) if len(sel) else None
-            result = self._step_part(part_events, in_part, watermark, processing_time, batch_seq)
+                if event_times is not None and len(sel):
+                    part_times = (event_times[0][sel], event_times[1][sel])
+            result = self._step_part(part_events, part_times, in_part, watermark, processing_time, batch_seq)
             result.metrics["parts"] = len(parts)
             yield result
 
-    def _step_part(self, events, touched, watermark, processing_time, batch_seq) -> StepResult:
+    def _step_part(self, events, event_times, touched, watermark, processing_time, batch_seq) -> StepResult:
         op = self.op
-        result = op.step(events, watermark=watermark, processing_time=processing_time, batch_seq=batch_seq)
+        result = op.step(events, watermark=watermark, processing_time=processing_time, batch_seq=batch_seq,
+                         event_times=event_times)
         self._assign_buckets()
         self.dirty |= touched
         self.last_used[touched] = op.seq

@@ -230,3 +230,30 @@ def test_store_matches_in_memory_operator_for_joins(tmp_path_factory, case, wind
         if reopen:
             store = StateStore.open(spec, storage, root, seq, schema, **kw)
         collect_garbage(storage, root, seq)
+
+
+def test_event_times_parsed_by_the_caller_give_the_same_step(tmp_path):
+    """The Spark reader parses a batch's event times once (for the watermark) and hands them to
+    the step: a spilling store fed those gives what it gives when it parses them itself, and the
+    caller's validity mask is left as it was."""
+    spec = OperatorSpec.from_options(window="session(7 milliseconds)", aggregate="sum(v) AS s",
+                                     trigger="AfterWatermark(early=AfterCount(2))", key_columns="k",
+                                     timestamp_unit="ms", accumulation_mode="accumulating_and_retracting")
+    rng = np.random.default_rng(3)
+    stores = [StateStore(spec, storage, str(tmp_path / name), SCHEMA, buckets=8, max_rows=3)
+              for name in ("parsed_here", "parsed_by_caller")]
+    for seq in range(1, 7):
+        n = 40
+        ts = pa.array(rng.integers(seq * 20 - 30, seq * 20, n), pa.int64())
+        ts = pa.array(ts.to_pylist()[:-2] + [None, None], pa.int64())  # two malformed rows
+        events = pa.table({"k": [f"k{i}" for i in rng.integers(0, 12, n)], "ts": ts,
+                           "v": pa.array(rng.integers(0, 9, n), pa.int64())}, schema=SCHEMA)
+        times = stores[1].op.event_times(events)
+        mask = times[1].copy()
+        results = [store.step(events, watermark=seq * 20 * MS - 15 * MS, batch_seq=seq, event_times=t)
+                   for store, t in zip(stores, (None, times))]
+        assert np.array_equal(times[1], mask)
+        assert results[0].panes.equals(results[1].panes) and results[0].late.equals(results[1].late)
+        assert results[0].panes.num_rows and results[0].metrics["parts"] > 1
+        for store in stores:
+            store.persist(seq)
