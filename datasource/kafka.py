@@ -33,6 +33,10 @@ Sharding. With ``keyColumns=key`` the window key is the record key: Kafka's part
 in one partition (the co-partitioning rule of Kafka Streams), so each shard reads a disjoint set
 of partitions (``shard_of_partition``) and nothing else. With other key columns each shard reads
 every record of the batch and keeps its keys (reads and decodes ``shards`` times the batch).
+
+Long module: it is one upstream's whole contract (options, positions and data loss, decoding,
+per-partition watermarks, sharding), each part a few small functions over ``KafkaConfig``, and
+``upstream.py`` reaches it through five entry points only.
 """
 
 from __future__ import annotations

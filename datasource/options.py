@@ -112,7 +112,10 @@ def _require(options: dict[str, str], name: str, accepted: str) -> str:
 
 
 def parse_options(raw: dict[str, str]) -> SourceConfig:
-    """Validate and parse the reader options (keys already lower-cased)."""
+    """Validate and parse the reader options (keys already lower-cased).
+
+    Long: one flat sequence of option parses, in the order of the README's option table; each
+    line is independent."""
     options = {k.lower(): v for k, v in raw.items()}
     unknown = sorted(k for k in set(options) - KNOWN_OPTIONS - {"table"} if not k.startswith("kafka."))
     if unknown:

@@ -213,6 +213,8 @@ def _listener_class() -> type:
 
 
 def _make_listener_class() -> type:
+    # Long: the class is defined inside a function so pyspark is imported on first use only; its
+    # methods are short.
     from pyspark.sql.streaming import StreamingQueryListener
 
     class WindowedProgressListener(StreamingQueryListener):

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
@@ -263,29 +264,13 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         store = open_store(cfg, shard, int(start["seq"]))
         op = store.op
         events, key_hash = self._events(partition)
-        max_event = max_col = max_event2 = None
-        partition_max: dict[str, int] = {}
-        event_times = None
-        if events.num_rows:
-            ts, valid = event_times = op.event_times(events)  # parsed once: the step reuses them
-            if cfg.stream2 is not None:  # per-stream maxima: each stream has its own watermark
-                side1, side2 = join.side_masks(events)
-                if (valid & side2).any():
-                    max_event2 = int(ts[valid & side2].max())
-                valid = valid & side1
-            if valid.any():
-                max_event = int(ts[valid].max())
-            if cfg.kafka is not None:
-                partition_max = kafka.partition_max(events, ts, valid)
-            if cfg.watermark.kind == "column":
-                wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
-                max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
+        maxima = _batch_maxima(cfg, op, events)
         m: dict[str, int] = {}
         late: list[pa.Table] = []
         # parts: when the buckets a batch needs exceed stateMemoryRows, it runs a memory-full at a time
         for part in store.step_parts(events if events.num_rows else None, watermark=int(end["wm"]),
                                      processing_time=int(end["bt"]), batch_seq=int(end["seq"]), key_hash=key_hash,
-                                     event_times=event_times):
+                                     event_times=maxima.event_times):
             for k, v in part.metrics.items():
                 m[k] = m.get(k, 0) + v if k != "state_rows" else v
             if part.late.num_rows:
@@ -300,18 +285,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         _STORES[(cfg.state_location, shard)] = store
         while len(_STORES) > _MAX_CACHED_STORES:
             _STORES.pop(next(iter(_STORES)))
-        ev_timer, pt_timer = store.next_timers()
-        report = {
-            "events_in": int(events.num_rows), "panes_trigger": m.get("panes_trigger", 0),
-            "panes_retraction": m.get("panes_retraction", 0), "late_dropped": m.get("late_dropped", 0),
-            "malformed": m.get("malformed", 0), "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
-            "state_rows": store.num_windows, "state_bytes": written,
-            "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
-            "max_event_us": max_event, "max_col_us": max_col, "max_event2_us": max_event2,
-            "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
-        }
+        report = _shard_report(store, events.num_rows, m, written, t0, maxima)
         if cfg.kafka is not None:
-            report["partition_max_us"] = partition_max
+            report["partition_max_us"] = maxima.partition_max
             report["skipped_offsets"] = partition.planned["skipped"] if shard == 0 else 0
         storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
         release_arrow_memory()
@@ -456,3 +432,53 @@ def _uri_like(base: str, path: str) -> str:
     if "://" in base and not base.startswith("file://"):
         return f"{base.split('://', 1)[0]}://{path}"
     return path
+
+
+@dataclass
+class _Maxima:
+    """What a shard's events say for the next watermark: the parsed event times (handed to the
+    step), the max valid event time (of stream 1 for a join) and of stream 2, the max of a
+    watermark column, and the per-Kafka-partition maxima."""
+    event_times: Any = None
+    max_event: int | None = None
+    max_col: int | None = None
+    max_event2: int | None = None
+    partition_max: dict = field(default_factory=dict)
+
+
+def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
+    out = _Maxima()
+    if not events.num_rows:
+        return out
+    ts, valid = out.event_times = op.event_times(events)  # parsed once: the step reuses them
+    if cfg.stream2 is not None:  # per-stream maxima: each stream has its own watermark
+        side1, side2 = join.side_masks(events)
+        if (valid & side2).any():
+            out.max_event2 = int(ts[valid & side2].max())
+        valid = valid & side1
+    if valid.any():
+        out.max_event = int(ts[valid].max())
+    if cfg.kafka is not None:
+        out.partition_max = kafka.partition_max(events, ts, valid)
+    if cfg.watermark.kind == "column":
+        wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
+        out.max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
+    return out
+
+
+def _shard_report(store, events_in: int, m: dict[str, int], written: int, t0: float, maxima: _Maxima) -> dict:
+    """The shard's report of a micro-batch (``reports/<seq>/shard-<i>.json``): counts for the
+    progress line, and the maxima and next timers the driver's next ``latestOffset`` reads."""
+    ev_timer, pt_timer = store.next_timers()
+    op = store.op
+    report = {
+        "events_in": int(events_in), "panes_trigger": m.get("panes_trigger", 0),
+        "panes_retraction": m.get("panes_retraction", 0), "late_dropped": m.get("late_dropped", 0),
+        "malformed": m.get("malformed", 0), "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
+        "state_rows": store.num_windows, "state_bytes": written,
+        "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
+        "max_event_us": maxima.max_event, "max_col_us": maxima.max_col, "max_event2_us": maxima.max_event2,
+        "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
+    }
+    return report
+

@@ -73,6 +73,9 @@ tables that hold it skip, the others commit. Files of an interrupted attempt are
 The schema is checked when the writer is created on the driver, before any task of the first
 micro-batch runs: a DataFrame that is not a pane schema, or a pane schema other than the one
 recorded in existing tables, fails the query with a message saying why.
+
+Long module: the commit protocol (staging, the appends, the MERGE into ``current``, replay
+skipping, the writer lease) stays in one file so its exactly-once argument reads top to bottom.
 """
 
 from __future__ import annotations

@@ -184,3 +184,7 @@ def _long_without_reason(package: str, module_lines: int = 500, function_lines: 
 
 def test_long_operator_modules_and_functions_say_why():
     assert _long_without_reason("spark_windowing") == []
+
+
+def test_long_plugin_modules_and_functions_say_why():
+    assert _long_without_reason("datasource") == []
