@@ -111,7 +111,10 @@ def maintain(uri: str, batch_id: int, options: MaintenanceOptions) -> dict[str, 
         if table.metadata().configuration.get(_RETENTION_PROPERTY) != options.retention_property:
             table.alter.set_table_properties({_RETENTION_PROPERTY: options.retention_property})
             table = DeltaTable(uri)
-        done["vacuumed"] = len(table.vacuum(dry_run=False, enforce_retention_duration=False))
+        # full: every file under the table that the log no longer references and that left it
+        # more than the retention ago; the default ("lite") only sees removals after the last log
+        # checkpoint, so files removed before a checkpoint would stay forever
+        done["vacuumed"] = len(table.vacuum(dry_run=False, enforce_retention_duration=False, full=True))
     version = table.version()
     if checkpoint and version > (last_checkpoint_version(uri) or 0):
         table.create_checkpoint()
