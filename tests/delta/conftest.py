@@ -34,8 +34,8 @@ HAVE_DELTA_SPARK = _have_delta_spark()
 def pytest_collection_modifyitems(config, items):
     if HAVE_DELTA_SPARK:
         return
-    skip = pytest.mark.skip(reason="needs delta-spark (pyspark <= 4.2): scripts/test.sh runs these "
-                                   "in .venv-delta")
+    skip = pytest.mark.skip(reason="needs pyspark 4.2 with delta-spark and Spark's Kafka connector: "
+                                   "scripts/test.sh runs these in .venv-delta")
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents and item.get_closest_marker("spark"):
             item.add_marker(skip)
