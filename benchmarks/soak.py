@@ -62,15 +62,20 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _rss(pid: int) -> int:
+def _proc_kib(pid: int, file: str, field: str) -> int:
+    """Bytes of a ``kB`` field (``VmRSS:``, ``Pss:``) of ``/proc/<pid>/<file>``; 0 if gone."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/{file}") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
     return 0
+
+
+def _rss(pid: int) -> int:
+    return _proc_kib(pid, "status", "VmRSS:")
 
 
 def _comm(pid: int) -> str:
@@ -83,14 +88,7 @@ def _comm(pid: int) -> str:
 
 def _pss(pid: int) -> int:
     """Proportional set size: shared pages (forked daemons, libraries) split between sharers."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return _proc_kib(pid, "smaps_rollup", "Pss:")
 
 
 def memory() -> dict[str, int]:
