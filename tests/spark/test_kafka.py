@@ -162,17 +162,13 @@ def test_replayed_batches_read_the_same_records(spark, kafka_broker, tmp_path):
     topic = new_topic(kafka_broker, partitions=3)
     recs = _records(7, 40, 3)
     produce_json(kafka_broker, topic, [r for _, r in recs], partition_of=lambda r: recs[r["id"]][0])
-    opts = _options(topic, kafka_broker, tmp_path, aggregate="count(*) AS n, collect_list(id) AS ids",
-                    watermark="bounded(1 hour)", window="global", trigger="Repeatedly(AfterCount(1))",
-                    accumulationMode="discarding")
+    opts = _every_record(topic, kafka_broker, tmp_path)
     chk = run_to_sink(spark, opts, tmp_path)
-    ids = sorted(i for r in DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
-                 for i in r["ids"])
+    ids = _ids_read(tmp_path)
     assert ids == list(range(40))
     n_batches = len(offsets(chk))
     run_to_sink(spark, opts, tmp_path)  # resumes: no new records -> no new data batch
-    ids2 = sorted(i for r in DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
-                  for i in r["ids"])
+    ids2 = _ids_read(tmp_path)
     assert ids2 == ids and len(offsets(chk)) == n_batches
 
 
