@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing._groups import Groups
 from spark_windowing.errors import OptionError
 from spark_windowing.process import BoundProcess, PaneBuffer, PaneInfo
 
@@ -279,7 +280,11 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
     ``pairs`` holds the elements' columns (one row per pair, arrival order), ``ts`` their event
     times, ``hold_ts`` the times that count for the watermark hold (NaT-like = MAX where they don't),
     ``arrival`` their arrival numbers (process functions' buffers; default: the pairs' order).
+    Sums, counts, minima and maxima of numeric columns are reduced in NumPy (``_groups``);
+    other aggregates go through Arrow's hash group-by.
     """
+    if _numpy_groupable(aggs, pairs):
+        return _preaggregate_numpy(aggs, pairs, g, ts, hold_ts)
     cols: dict[str, Any] = {"__g": pa.array(g, pa.int64()), "__ts": pa.array(ts, pa.int64())}
     specs: list[tuple[str, str]] = [("__ts", "count"), ("__ts", "min"), ("__ts", "max")]
     if hold_ts is not None:
@@ -380,6 +385,63 @@ def combine_partials(aggs: list[BoundAggregate], g: np.ndarray, src: np.ndarray,
         if p + "v" in partials:
             new_parts[p + "v"] = out.column(f"{p}v_{'min' if f == 'min' else 'max'}")
     return rows, new_res, new_parts
+
+
+def _numpy_groupable(aggs: list[BoundAggregate], pairs: pa.Table) -> bool:
+    """Whether every aggregate is a count, or a sum/avg/min/max of a signed integer or float
+    column (min/max: without NaN, which NumPy and Arrow order differently)."""
+    for a in aggs:
+        f = a.spec.func
+        if f == "count_star" or (f == "count" and a.spec.column is not None):
+            continue
+        if f not in ("sum", "avg", "min", "max"):
+            return False
+        col = pairs.column(a.spec.column)
+        t = col.type
+        if not (pa.types.is_signed_integer(t) or pa.types.is_floating(t)):
+            return False
+        if f in ("min", "max") and pa.types.is_floating(t) and pc.any(pc.is_nan(col)).as_py():
+            return False
+    return True
+
+
+def _values_and_validity(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+    """A column's values as NumPy (nulls as 0) and its validity mask (None: no nulls)."""
+    if col.null_count == 0:
+        return col.to_numpy(), None
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return (col.fill_null(0).to_numpy() if not pa.types.is_null(col.type) else np.zeros(len(col), np.int64)), valid
+
+
+def _preaggregate_numpy(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts: np.ndarray,
+                        hold_ts: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+    """``preaggregate`` for ``_numpy_groupable`` aggregates: the same rows (ascending), counts,
+    holds and partials, by dense-label reductions in the pairs' order."""
+    grp = Groups(g)
+    res: dict[str, np.ndarray] = {"n": grp.sizes, "min_ts": grp.min(ts, fill=0), "max_ts": grp.max(ts, fill=0)}
+    if hold_ts is not None:
+        held = hold_ts != np.iinfo(np.int64).max
+        res["hold_min"] = grp.min(hold_ts, fill=np.iinfo(np.int64).max)
+        res["hold_max"] = grp.max(hold_ts, held, fill=np.iinfo(np.int64).min)
+    partials: dict[str, Any] = {}
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        if f == "count_star":
+            partials[p + "n"] = res["n"]
+            continue
+        col = pairs.column(a.spec.column)
+        if f == "count":
+            partials[p + "n"] = grp.count(None if col.null_count == 0 else col.is_valid().to_numpy(zero_copy_only=False))
+            continue
+        values, valid = _values_and_validity(col)
+        n = grp.count(valid)
+        partials[p + "n"] = n
+        if f in ("sum", "avg"):
+            partials[p + "s"] = grp.sum(values, valid)
+        else:
+            v = (grp.min if f == "min" else grp.max)(values, valid, fill=0)
+            partials[p + "v"] = pa.array(v, mask=n == 0)
+    return grp.rows, res, partials
 
 
 def _typed(arr):
