@@ -134,25 +134,31 @@ class WindowAssigner:
         """Row index per (element, window) pair, creating rows for new windows.
 
         Windows are identified by (key, start) — or (key, start, end) where starts are shared
-        (cumulate) — hashed to dense ids, combined
-        into one int64 per pair and per state row, and matched with a hash index (no sorting).
+        (cumulate) — hashed to dense ids, combined into one int64 per pair and per candidate
+        state row, and matched with a hash index (no sorting). The candidates are the state rows
+        whose start lies within the pairs' starts: in a stream in time order, most windows in
+        state started before this batch's (they are about to fire), and are not hashed at all.
         """
         if len(ws) == 0:  # every pair of the batch was too late
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         n = len(self.table)
-        kid_state, kid_pairs = factorize([self.table.keys, pair_keys])
-        ws_ids = pd().factorize(np.concatenate([self.table.ws, ws]))[0]
+        cand = np.flatnonzero((self.table.ws >= ws.min()) & (self.table.ws <= ws.max()))
+        kid_state, kid_pairs = factorize([self.table.keys if len(cand) == n else self.table.key_rows(cand),
+                                          pair_keys])
+        ws_ids = pd().factorize(np.concatenate([self.table.ws[cand], ws]))[0]
         if self.spec.window.same_start:  # windows told apart by (start, end)
-            we_ids = pd().factorize(np.concatenate([self.table.we, we]))[0]
+            we_ids = pd().factorize(np.concatenate([self.table.we[cand], we]))[0]
             ws_ids = pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
         n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
-        comp_state = kid_state * n_ws + ws_ids[:n]
-        comp_pairs = kid_pairs * n_ws + ws_ids[n:]
+        comp_state = kid_state * n_ws + ws_ids[:len(cand)]
+        comp_pairs = kid_pairs * n_ws + ws_ids[len(cand):]
         group, uniques = pd().factorize(comp_pairs)
         rep = np.full(len(uniques), -1, dtype=np.int64)
         rep[group[::-1]] = np.arange(len(group))[::-1]  # first pair of each group
-        row = pd().Index(comp_state).get_indexer(uniques).astype(np.int64) if n else \
-            np.full(len(uniques), -1, dtype=np.int64)
+        row = np.full(len(uniques), -1, dtype=np.int64)
+        if len(cand):
+            at = pd().Index(comp_state).get_indexer(uniques)
+            row[at >= 0] = cand[at[at >= 0]]
         new = row < 0
         if new.any():
             row[new] = self.table.append(pair_keys.take(pa.array(rep[new])), ws[rep[new]], we[rep[new]])
