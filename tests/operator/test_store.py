@@ -116,8 +116,8 @@ def _filled_store(root, **kw):
 def test_snapshot_writes_only_changed_buckets(tmp_path):
     spec = _spec("tumbling(1000 milliseconds)", "", "discarding", 0, "sum(v) AS s")
     store = StateStore(spec, storage, str(tmp_path), SCHEMA, buckets=16)
-    keys = [f"k{i}" for i in range(2000)]
-    store.step(pa.table({"k": keys, "ts": [1] * 2000, "v": [1] * 2000}, schema=SCHEMA), watermark=0,
+    keys = [f"k{i}" for i in range(20000)]
+    store.step(pa.table({"k": keys, "ts": [1] * 20000, "v": [1] * 20000}, schema=SCHEMA), watermark=0,
                processing_time=0, batch_seq=1)
     full = store.persist(1)
     store.step(pa.table({"k": ["k1"], "ts": [2], "v": [5]}, schema=SCHEMA), watermark=0, processing_time=0,
@@ -127,7 +127,7 @@ def test_snapshot_writes_only_changed_buckets(tmp_path):
     reopened = StateStore.open(spec, storage, str(tmp_path), 2, SCHEMA, buckets=16)
     out = reopened.step(None, watermark=2_000_000, processing_time=0, batch_seq=3)
     sums = {r["k"]: r["s"] for r in out.panes.to_pylist()}
-    assert len(sums) == 2000 and sums["k1"] == 6 and sums["k2"] == 1
+    assert len(sums) == 20000 and sums["k1"] == 6 and sums["k2"] == 1
 
 
 def test_spilled_store_keeps_memory_bounded_and_reads_back(tmp_path):
