@@ -257,3 +257,19 @@ def test_event_times_parsed_by_the_caller_give_the_same_step(tmp_path):
         assert results[0].panes.num_rows and results[0].metrics["parts"] > 1
         for store in stores:
             store.persist(seq)
+
+
+def test_segments_written_without_compression_are_read(tmp_path, monkeypatch):
+    """A state location written with plain (uncompressed) IPC segments, as releases before
+    LZ4 segments wrote them, restores to the same panes."""
+    import spark_windowing.store as store_module
+    spec = _spec("tumbling(1000 milliseconds)", "", "discarding", 0, "sum(v) AS s")
+    monkeypatch.setattr(store_module, "_SEGMENT_IPC", pa.ipc.IpcWriteOptions(compression=None))
+    plain = StateStore(spec, storage, str(tmp_path), SCHEMA, buckets=4)
+    plain.step(pa.table({"k": ["a", "b", "a"], "ts": [1, 2, 3], "v": [1, 2, 3]}, schema=SCHEMA), watermark=0,
+               processing_time=0, batch_seq=1)
+    plain.persist(1)
+    monkeypatch.undo()
+    reopened = StateStore.open(spec, storage, str(tmp_path), 1, SCHEMA, buckets=4)
+    out = reopened.step(None, watermark=2_000_000, processing_time=0, batch_seq=2)
+    assert sorted((r["k"], r["s"]) for r in out.panes.to_pylist()) == [("a", 4), ("b", 2)]
