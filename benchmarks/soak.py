@@ -29,6 +29,8 @@ import sys
 import time
 from pathlib import Path
 
+from _procs import jvm_and_python_workers, pss, rss
+
 TABLES = ("triggers", "retractions", "current")
 
 
@@ -48,66 +50,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 # --------------------------------------------------------------------------- measurements
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
-def _proc_kib(pid: int, file: str, field: str) -> int:
-    """Bytes of a ``kB`` field (``VmRSS:``, ``Pss:``) of ``/proc/<pid>/<file>``; 0 if gone."""
-    try:
-        with open(f"/proc/{pid}/{file}") as f:
-            for line in f:
-                if line.startswith(field):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _rss(pid: int) -> int:
-    return _proc_kib(pid, "status", "VmRSS:")
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
-
-
-def _pss(pid: int) -> int:
-    """Proportional set size: shared pages (forked daemons, libraries) split between sharers."""
-    return _proc_kib(pid, "smaps_rollup", "Pss:")
-
-
 def memory() -> dict[str, int]:
     """RSS of this (driver Python) process, the JVM it started, and the Python processes below it
     (RSS summed, and PSS summed: RSS counts the pages forked workers share once per process)."""
-    tree = _children()
-    me = os.getpid()
-    jvms = [c for c in tree.get(me, []) if _comm(c) == "java"]
-    workers, stack = [], list(jvms)
-    while stack:
-        pid = stack.pop()
-        for child in tree.get(pid, []):
-            stack.append(child)
-            if _comm(child).startswith("python"):
-                workers.append(child)
-    return {"driver_python": _rss(me), "jvm": sum(_rss(j) for j in jvms),
-            "python_workers": sum(_rss(w) for w in workers), "python_workers_pss": sum(_pss(w) for w in workers),
+    jvms, workers = jvm_and_python_workers()
+    return {"driver_python": rss(os.getpid()), "jvm": sum(rss(j) for j in jvms),
+            "python_workers": sum(rss(w) for w in workers), "python_workers_pss": sum(pss(w) for w in workers),
             "python_worker_count": len(workers),
-            "python_worker_max": max((_rss(w) for w in workers), default=0)}
+            "python_worker_max": max((rss(w) for w in workers), default=0)}
 
 
 def dir_size(path: Path) -> tuple[int, int]:

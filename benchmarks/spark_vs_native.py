@@ -1,30 +1,52 @@
 """spark-windowing vs Spark's native windowed aggregation: same files, same machine, same run.
 
-    python benchmarks/spark_vs_native.py                          # 4 M events, 10 k keys, 10 batches
-    python benchmarks/spark_vs_native.py --events 400000 --only tumbling
+    python benchmarks/spark_vs_native.py                          # 4 M events, 10 k keys, 10 batches, 3 runs
+    python benchmarks/spark_vs_native.py --events 20000000 --keys 100000
+    python benchmarks/spark_vs_native.py --events 400000 --only tumbling --runs 1
+    python benchmarks/spark_vs_native.py --only tumbling --runs 1 --engines ours --profile out/profile
 
 Generates parquet event files once (``--events``, ``--keys``, ``--disorder``) under ``--dir``, then
-in one local[2] Spark session times, per window kind, Spark's native streaming query
-(``withWatermark(...).groupBy(window(...) | session_window(...), k).agg(sum, count)``, append
-mode) and ours (``readStream.format("windowed")`` with the Default trigger, which also produces
-the same ON_TIME panes plus a late-data count), both ``availableNow`` with the same
-``maxFilesPerTrigger`` (≈10 micro-batches) into the ``noop`` sink. Prints seconds, events/second
-and the speedup, after one untimed warm-up query per engine. Not part of the test suite.
+in one local[2] Spark session (``--driver-memory``, 6g: Spark native stalls in full GCs at 20 M
+events with Spark's default 1g) times, per window kind, ``--runs`` times each:
+
+* ``native``: Spark's streaming query (``withWatermark(...).groupBy(window(...) |
+  session_window(...), k).agg(sum, count)``, append mode) with the default (HDFS-backed) state
+  store;
+* ``rocksdb``: the same with ``RocksDBStateStoreProvider``, what Spark users pick at scale;
+* ``ours``: ``readStream.format("windowed")`` with the Default trigger (the same ON_TIME panes,
+  plus a late-data count), ``--shards`` shards;
+
+all ``availableNow`` with the same ``maxFilesPerTrigger`` (≈10 micro-batches) into the ``noop``
+sink, after one untimed warm-up query per engine. Also, once per window kind: the operator alone
+(``WindowedOperator.step`` in this process, one thread, over the same events as ``--batches``
+bundles read into memory first: no Spark, no snapshots). Prints each run, then per engine the
+min / median / max seconds and µs per event, the speedups over the runs (min / median / max of
+native / ours per run) and ours / operator alone; and the peak resident memory of each Python
+worker during our query. ``--profile DIR`` samples the Python workers with py-spy during our
+query and prints where their time goes. Not part of the test suite.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from _procs import jvm_and_python_workers, peak_rss, reset_peak, worker_daemons
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 SEC = 1_000_000
 CASES = {
     "tumbling": ("tumbling(1 minute)", "window(ts, '1 minute')"),
@@ -61,26 +83,134 @@ def timed(query) -> float:
     return time.perf_counter() - t0
 
 
-def run_native(spark, directory: str, expr: str, max_files: int, delay: str, chk: str) -> float:
+def run_native(spark, directory: str, expr: str, max_files: int, delay: str, chk: str,
+               provider: str = HDFS) -> float:
+    """Spark's native windowed aggregation with the state store ``provider``."""
     from pyspark.sql import functions as F
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", provider)
     schema = "k long, ts timestamp, v double"
     df = (spark.readStream.schema(schema).option("maxFilesPerTrigger", max_files).parquet(directory)
           .withWatermark("ts", delay).groupBy(F.expr(expr).alias("w"), "k")
           .agg(F.sum("v").alias("total"), F.count("*").alias("n")))
     q = df.writeStream.format("noop").outputMode("append").option("checkpointLocation", chk) \
         .trigger(availableNow=True).start()
-    return timed(q)
+    try:
+        return timed(q)
+    finally:
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)
 
 
 def run_ours(spark, directory: str, window: str, max_files: int, delay: str, chk: str, state: str,
-             shards: int) -> float:
-    df = (spark.readStream.format("windowed").option("source", "parquet").option("path", directory)
-          .option("timestampColumn", "ts").option("keyColumns", "k").option("window", window)
-          .option("aggregate", "sum(v) AS total, count(*) AS n").option("watermark", f"bounded({delay})")
-          .option("maxFilesPerTrigger", str(max_files)).option("shards", str(shards))
-          .option("stateLocation", state).load())
-    q = df.writeStream.format("noop").option("checkpointLocation", chk).trigger(availableNow=True).start()
+             shards: int, extra: dict | None = None) -> float:
+    reader = (spark.readStream.format("windowed").option("source", "parquet").option("path", directory)
+              .option("timestampColumn", "ts").option("keyColumns", "k").option("window", window)
+              .option("aggregate", "sum(v) AS total, count(*) AS n").option("watermark", f"bounded({delay})")
+              .option("maxFilesPerTrigger", str(max_files)).option("shards", str(shards))
+              .option("stateLocation", state))
+    for k, v in (extra or {}).items():
+        reader = reader.option(k, v)
+    q = reader.load().writeStream.format("noop").option("checkpointLocation", chk) \
+        .trigger(availableNow=True).start()
     return timed(q)
+
+
+def run_operator(directory: str, window: str, bundles: int, delay_s: int) -> tuple[float, int]:
+    """The operator alone over the same events: ``bundles`` bundles of whole files (as the
+    micro-batches), read into memory first (untimed), stepped in this process on one thread
+    with the source's watermark rule (max event time of the bundles before, minus the delay).
+    Returns (seconds, panes)."""
+    import pyarrow.compute as pc
+
+    from spark_windowing import OperatorSpec, WindowedOperator
+    files = sorted(glob.glob(os.path.join(directory, "*.parquet")))
+    per = -(-len(files) // bundles)
+    tables = [pa.concat_tables([pq.read_table(f) for f in files[i:i + per]]) for i in range(0, len(files), per)]
+    spec = OperatorSpec.from_options(window=window, aggregate="sum(v) AS total, count(*) AS n", key_columns="k",
+                                     timestamp_column="ts")
+    op = WindowedOperator(spec, tables[0].schema)
+    wm, panes = None, 0
+    t0 = time.perf_counter()
+    for i, t in enumerate(tables):
+        panes += op.step(t, watermark=wm, processing_time=i, batch_seq=i + 1).panes.num_rows
+        max_ts = pc.max(t.column("ts")).cast(pa.int64()).as_py()
+        wm = max(wm or max_ts - delay_s * SEC, max_ts - delay_s * SEC)
+    panes += op.step(None, watermark=wm, processing_time=len(tables), batch_seq=len(tables) + 1).panes.num_rows
+    return time.perf_counter() - t0, panes
+
+
+class WorkerWatch:
+    """Peak resident memory of each Spark Python worker during a query (``VmHWM``, reset at
+    start), and, with ``profile_to``, py-spy samples of the worker daemon and its workers."""
+
+    def __init__(self, profile_to: str | None = None) -> None:
+        self.profile_to, self.spies = profile_to, []
+
+    def __enter__(self) -> "WorkerWatch":
+        _, workers = jvm_and_python_workers()
+        for pid in workers:
+            reset_peak(pid)
+        if self.profile_to:  # every worker daemon (Spark starts one per worker module) and its forks
+            self.spies = [subprocess.Popen(
+                [_py_spy(), "record", "--pid", str(d), "--subprocesses", "--rate", "50", "--format", "raw",
+                 "--nonblocking", "--output", f"{self.profile_to}.{i}"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i, d in enumerate(worker_daemons())]
+            time.sleep(1.0)  # py-spy attaches before the query starts
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _, workers = jvm_and_python_workers()
+        self.peaks = sorted((peak_rss(pid) for pid in workers), reverse=True)
+        for spy in self.spies:
+            spy.send_signal(2)
+            spy.wait(timeout=60)
+        if self.profile_to:
+            with open(self.profile_to, "w") as out:
+                for part in sorted(glob.glob(f"{self.profile_to}.*")):
+                    with open(part) as f:
+                        out.write(f.read())
+                    os.remove(part)
+
+
+def profile_summary(raw_path: str, top: int = 18) -> str:
+    """Where the sampled workers' time went: per function of this project (``spark_windowing``,
+    ``datasource``), the share of samples it was on the stack (inclusive) and on top (self);
+    then the functions (any library) most often on top."""
+    inclusive: Counter = Counter()
+    own: Counter = Counter()
+    total = 0
+    with open(raw_path) as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not count.isdigit() or not stack:
+                continue
+            frames = [_frame(fr) for fr in stack.split(";") if fr]
+            total += int(count)
+            for fr in set(frames):
+                inclusive[fr] += int(count)
+            own[frames[-1]] += int(count)
+    if not total:
+        return "  (no samples)"
+    lines = [f"  {total} samples; % of samples on the stack / on top:"]
+    ours = [(fr, c) for fr, c in inclusive.most_common() if fr[1]]
+    for fr, c in ours[:top]:
+        lines.append(f"  {100 * c / total:5.1f}% {100 * own[fr] / total:5.1f}%  {fr[0]}")
+    lines.append("  most often on top:")
+    for fr, c in own.most_common(10):
+        lines.append(f"  {100 * c / total:5.1f}%  {fr[0]}")
+    return "\n".join(lines)
+
+
+def _frame(text: str) -> tuple[str, bool]:
+    """``func (path:line)`` -> ("func (file)", whether it is this project's code)."""
+    func, _, loc = text.partition(" (")
+    path = loc.rsplit(":", 1)[0]
+    return f"{func} ({os.path.basename(path)})", path.startswith(("spark_windowing/", "datasource/")) or \
+        "/spark_windowing/" in path or "/datasource/" in path
+
+
+def _py_spy() -> str:
+    here = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return here if os.path.exists(here) else "py-spy"
 
 
 def run_nothing(spark, batches: int, shards: int, chk: str) -> float:
@@ -126,7 +256,66 @@ def run_nothing(spark, batches: int, shards: int, chk: str) -> float:
     return timed(q)
 
 
+ENGINES = ("native", "rocksdb", "ours")
+
+
 def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    events_dir = os.path.join(args.dir, f"events-{args.events}-{args.keys}-{args.files}")
+    generate(events_dir, args.events, args.keys, args.files, args.disorder)
+    from pyspark.sql import SparkSession
+
+    import datasource
+    spark = (SparkSession.builder.master("local[2]").appName("spark-windowing-bench")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", args.driver_memory)
+             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    datasource.register(spark)
+    max_files = max(1, args.files // args.batches)
+    delay = f"{args.disorder} seconds"
+    engines = [e for e in args.engines.split(",") if e]
+    ours_options = {"stateMemoryRows": str(args.state_memory_rows)} if args.state_memory_rows else {}
+    warm_up(spark, args, delay)
+    print(f"events={args.events:,} keys={args.keys:,} files={args.files} maxFilesPerTrigger={max_files} "
+          f"(~{args.batches} micro-batches) shards={args.shards} runs={args.runs} local[2], {os.cpu_count()} cores, "
+          f"driver {args.driver_memory}, {time.strftime('%Y-%m-%d')}", flush=True)
+    print_floors(spark, args, max_files, delay)
+    runners = {
+        "native": lambda exp, work: run_native(spark, events_dir, exp[1], max_files, delay, os.path.join(work, "n")),
+        "rocksdb": lambda exp, work: run_native(spark, events_dir, exp[1], max_files, delay, os.path.join(work, "r"),
+                                                ROCKSDB),
+        "ours": lambda exp, work: run_ours(spark, events_dir, exp[0], max_files, delay, os.path.join(work, "o"),
+                                           os.path.join(work, "state"), args.shards, ours_options),
+    }
+    for name, exp in CASES.items():
+        if args.only and args.only != name:
+            continue
+        times: dict[str, list[float]] = {e: [] for e in engines}
+        peaks: list[int] = []
+        for run in range(args.runs):
+            for engine in engines:
+                work = tempfile.mkdtemp(prefix=f"bench-{name}-{engine}-")
+                profile = None
+                if engine == "ours" and args.profile and run == 0:
+                    os.makedirs(args.profile, exist_ok=True)
+                    profile = os.path.join(args.profile, f"{name}.txt")
+                with WorkerWatch(profile) as watch:
+                    times[engine].append(runners[engine](exp, work))
+                if engine == "ours":
+                    peaks.append(max(watch.peaks, default=0))
+                shutil.rmtree(work, ignore_errors=True)
+                print(f"{name:9s} run {run + 1} {engine:8s} {times[engine][-1]:8.2f} s", flush=True)
+        operator = None if args.no_operator else run_operator(events_dir, exp[0], args.batches, args.disorder)
+        print_summary(name, times, operator, peaks, args.events)
+        if args.profile and "ours" in engines:
+            print(f"{name}: where the Python workers' time went during run 1 of ours (py-spy)")
+            print(profile_summary(os.path.join(args.profile, f"{name}.txt")), flush=True)
+    spark.stop()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--events", type=int, default=4_000_000)
     ap.add_argument("--keys", type=int, default=10_000)
@@ -136,34 +325,33 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--dir", default=os.path.join("out", "bench"))
     ap.add_argument("--only", default=None, help="tumbling | sliding | session")
-    args = ap.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    events_dir = os.path.join(args.dir, f"events-{args.events}-{args.keys}-{args.files}")
-    generate(events_dir, args.events, args.keys, args.files, args.disorder)
-    from pyspark.sql import SparkSession
+    ap.add_argument("--runs", type=int, default=3, help="timed runs of each engine per window kind")
+    ap.add_argument("--engines", default=",".join(ENGINES), help="any of native,rocksdb,ours")
+    ap.add_argument("--no-operator", action="store_true", help="skip the operator-alone timing")
+    ap.add_argument("--state-memory-rows", type=int, default=0, help="ours: stateMemoryRows (spilling)")
+    ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--profile", default=None, help="py-spy the Python workers during run 1 of ours; raw "
+                                                    "stacks go to this directory")
+    return ap.parse_args(argv)
 
-    import datasource
-    spark = (SparkSession.builder.master("local[2]").appName("spark-windowing-bench")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "4g")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    datasource.register(spark)
-    max_files = max(1, args.files // args.batches)
-    delay = f"{args.disorder} seconds"
-    # Warm-up (not timed): one small query per engine, so neither pays JVM/Python-worker start-up
-    # inside a measurement (steady state, as a long-running stream sees it).
+
+def warm_up(spark, args: argparse.Namespace, delay: str) -> None:
+    """One small untimed query per engine, so none pays JVM/Python-worker start-up inside a
+    measurement (steady state, as a long-running stream sees it)."""
     warm_dir = os.path.join(args.dir, "warmup")
     generate(warm_dir, 20_000, 100, 2, args.disorder)
     warm = tempfile.mkdtemp(prefix="bench-warmup-")
     run_native(spark, warm_dir, "window(ts, '1 minute')", 1, delay, os.path.join(warm, "n"))
+    run_native(spark, warm_dir, "window(ts, '1 minute')", 1, delay, os.path.join(warm, "r"), ROCKSDB)
     run_ours(spark, warm_dir, "tumbling(1 minute)", 1, delay, os.path.join(warm, "o"), os.path.join(warm, "s"),
              args.shards)
     shutil.rmtree(warm, ignore_errors=True)
-    print(f"events={args.events:,} keys={args.keys:,} files={args.files} maxFilesPerTrigger={max_files} "
-          f"(~{args.batches} micro-batches) shards={args.shards} local[2], {os.cpu_count()} cores")
-    # The floor: the same queries over files of one event each (same files/batches): what Spark's
-    # micro-batch machinery costs each engine, whatever the data.
+
+
+def print_floors(spark, args: argparse.Namespace, max_files: int, delay: str) -> None:
+    """The same queries over files of one event each (same files and batches): what Spark's
+    micro-batch machinery costs each engine whatever the data; and a Python source that reads
+    nothing."""
     floor_dir = os.path.join(args.dir, f"floor-{args.files}")
     generate(floor_dir, args.files, 1, args.files, 0)
     work = tempfile.mkdtemp(prefix="bench-floor-")
@@ -175,20 +363,31 @@ def main(argv: list[str] | None = None) -> None:
     shutil.rmtree(work, ignore_errors=True)
     print(f"floor (1 event per file, same batches): spark native {floor_native:.2f} s, "
           f"spark-windowing {floor_ours:.2f} s; a Python source reading nothing, {args.batches} "
-          f"batches: {floor_nothing:.2f} s")
-    print(f"{'window':10s} {'engine':16s} {'seconds':>8s} {'M events/s':>11s}")
-    for name, (ours_window, native_expr) in CASES.items():
-        if args.only and args.only != name:
-            continue
-        work = tempfile.mkdtemp(prefix=f"bench-{name}-")
-        native = run_native(spark, events_dir, native_expr, max_files, delay, os.path.join(work, "n"))
-        ours = run_ours(spark, events_dir, ours_window, max_files, delay, os.path.join(work, "o"),
-                        os.path.join(work, "state"), args.shards)
-        print(f"{name:10s} {'spark native':16s} {native:8.2f} {args.events / native / 1e6:11.3f}")
-        print(f"{name:10s} {'spark-windowing':16s} {ours:8.2f} {args.events / ours / 1e6:11.3f}   "
-              f"speedup {native / ours:.2f}x")
-        shutil.rmtree(work, ignore_errors=True)
-    spark.stop()
+          f"batches: {floor_nothing:.2f} s", flush=True)
+
+
+def print_summary(name: str, times: dict[str, list[float]], operator: tuple[float, int] | None,
+                  peaks: list[int], events: int) -> None:
+    def mmm(values: list[float], fmt: str) -> str:
+        return " / ".join(format(v, fmt) for v in (min(values), statistics.median(values), max(values)))
+
+    print(f"{name}: seconds min / median / max, µs per event (median)")
+    for engine, values in times.items():
+        print(f"  {engine:8s} {mmm(values, '8.2f')}   {statistics.median(values) / events * 1e6:6.3f} µs/event")
+    if "ours" in times:
+        for engine in ("native", "rocksdb"):
+            if engine in times:
+                ratios = [n / o for n, o in zip(times[engine], times["ours"])]
+                print(f"  speedup over {engine:8s} (per run, min / median / max): {mmm(ratios, '.2f')}x")
+        if operator is not None:
+            secs, panes = operator
+            ratios = [o / secs for o in times["ours"]]
+            print(f"  operator alone (1 thread, no Spark): {secs:.2f} s, {panes:,} panes; end to end / operator "
+                  f"alone: {mmm(ratios, '.2f')}")
+        if peaks:
+            print(f"  peak RSS of the largest Python worker during ours (per run): "
+                  f"{', '.join(f'{p / 2**20:.0f} MB' for p in peaks)}")
+    print(flush=True)
 
 
 if __name__ == "__main__":
