@@ -353,7 +353,10 @@ COMBINABLE = frozenset({"sum", "avg", "count", "count_star", "min", "max"})
 def combine_partials(aggs: list[BoundAggregate], g: np.ndarray, src: np.ndarray, res: dict[str, np.ndarray],
                      partials: dict[str, Any]) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
     """Combine partial aggregates (rows ``src`` of ``res``/``partials``) per target row ``g``:
-    the second stage of per-slide pre-aggregation. Only for ``COMBINABLE`` aggregates."""
+    the second stage of per-slide pre-aggregation. Only for ``COMBINABLE`` aggregates. Numeric
+    partials are combined in NumPy (``_groups``), others (min/max of strings, ...) by Arrow."""
+    if all(_numpy_combinable(v) for v in partials.values()):
+        return _combine_partials_numpy(aggs, Groups(g), src, res, partials)
     take = pa.array(src)
     cols: dict[str, Any] = {"__g": pa.array(g, pa.int64()), "n": pa.array(res["n"][src]),
                             "min_ts": pa.array(res["min_ts"][src]), "max_ts": pa.array(res["max_ts"][src])}
@@ -385,6 +388,40 @@ def combine_partials(aggs: list[BoundAggregate], g: np.ndarray, src: np.ndarray,
         if p + "v" in partials:
             new_parts[p + "v"] = out.column(f"{p}v_{'min' if f == 'min' else 'max'}")
     return rows, new_res, new_parts
+
+
+def _numpy_combinable(values: Any) -> bool:
+    """A partial NumPy can combine: a NumPy array, or a signed integer / float Arrow array
+    without NaN."""
+    if isinstance(values, np.ndarray):
+        return True
+    t = values.type
+    if pa.types.is_floating(t):
+        return not pc.any(pc.is_nan(values)).as_py()
+    return pa.types.is_signed_integer(t)
+
+
+def _combine_partials_numpy(aggs: list[BoundAggregate], grp: Groups, src: np.ndarray, res: dict[str, np.ndarray],
+                            partials: dict[str, Any]) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
+    """``combine_partials`` for numeric partials: the same rows (ascending), counts, holds and
+    partials."""
+    new_res = {"n": grp.sum(res["n"][src]), "min_ts": grp.min(res["min_ts"][src], fill=0),
+               "max_ts": grp.max(res["max_ts"][src], fill=0)}
+    if "hold_min" in res:
+        new_res["hold_min"] = grp.min(res["hold_min"][src], fill=np.iinfo(np.int64).max)
+        new_res["hold_max"] = grp.max(res["hold_max"][src], fill=np.iinfo(np.int64).min)
+    new_parts: dict[str, Any] = {}
+    for a in aggs:
+        p, f = a.prefix, a.spec.func
+        for name in (p + "s", p + "n"):
+            if name in partials:
+                new_parts[name] = grp.sum(np.asarray(partials[name])[src])
+        if p + "v" in partials:
+            values, valid = _values_and_validity(partials[p + "v"].take(pa.array(src)))
+            count = grp.count(valid)
+            v = (grp.min if f == "min" else grp.max)(values, valid, fill=0)
+            new_parts[p + "v"] = pa.array(v, mask=count == 0)
+    return grp.rows, new_res, new_parts
 
 
 def _numpy_groupable(aggs: list[BoundAggregate], pairs: pa.Table) -> bool:
