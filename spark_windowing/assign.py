@@ -25,10 +25,11 @@ import pyarrow as pa
 
 from spark_windowing import aggregates as agg
 from spark_windowing._arrow import factorize, pd
+from spark_windowing._groups import Groups
 from spark_windowing.firing import TriggerDriver
 from spark_windowing.output import Clock, StepOutput
 from spark_windowing.window_table import I64_MAX, WindowTable
-from spark_windowing.windows import Sliding
+from spark_windowing.windows import Sliding, Tumbling
 
 if TYPE_CHECKING:
     from spark_windowing.spec import OperatorSpec
@@ -106,7 +107,7 @@ class WindowAssigner:
         rep = first[b_rows]                                   # an element of each bucket
         src = np.repeat(np.arange(len(b_rows)), k)            # expanded row -> bucket partial
         ws = (start[rep][:, None] - np.arange(k, dtype=np.int64)[None, :] * w.slide).ravel()
-        g, _ = self.assign_fixed(key_table.take(pa.array(rep[src])), ws, ws + w.size)
+        g, _ = self.assign_fixed(key_table, rep[src], ws, ws + w.size)
         rows, res, partials = agg.combine_partials(self.aggs, g, src, b_res, b_part)
         self.merge_into(rows, res, partials)
         return rows, res
@@ -129,44 +130,54 @@ class WindowAssigner:
             key_counts[t] = b + a
         return base[kid] + within if n_keys else within
 
-    def assign_fixed(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray
+    def assign_fixed(self, keys: pa.Table, which: np.ndarray, ws: np.ndarray, we: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
-        """Row index per (element, window) pair, creating rows for new windows.
+        """Row index per (element, window) pair, creating rows for new windows. Pair ``i`` is the
+        window ``[ws[i], we[i])`` of key row ``which[i]`` of ``keys``.
 
-        Windows are identified by (key, start) — or (key, start, end) where starts are shared
-        (cumulate) — hashed to dense ids, combined into one int64 per pair and per candidate
-        state row, and matched with a hash index (no sorting). The candidates are the state rows
-        whose start lies within the pairs' starts: in a stream in time order, most windows in
-        state started before this batch's (they are about to fire), and are not hashed at all.
+        A window is identified by (key, start) — or (key, start, end) where starts are shared
+        (cumulate) — as one int64 per pair and per candidate state row: key ids (hashed once per
+        row of ``keys``, not per pair; numbered by first appearance in ``keys``) times the number
+        of starts, plus the start's id. Tumbling and sliding starts lie on a grid, so their ids
+        are arithmetic and the combined ids usually fit a dense range: they are then matched by
+        counting and array lookups (``_groups``), otherwise by hashing. The candidates are the
+        state rows whose start lies within the pairs' starts: in a stream in time order, most
+        windows in state started before this batch's (they are about to fire) and are not looked
+        at. New windows are created in the order of their combined ids (dense) or of their first
+        pair (hashed): both depend only on the batch's events, not on which rows are in memory.
         """
         if len(ws) == 0:  # every pair of the batch was too late
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
         n = len(self.table)
         cand = np.flatnonzero((self.table.ws >= ws.min()) & (self.table.ws <= ws.max()))
-        kid_state, kid_pairs = factorize([self.table.keys if len(cand) == n else self.table.key_rows(cand),
-                                          pair_keys])
-        ws_ids = pd().factorize(np.concatenate([self.table.ws[cand], ws]))[0]
-        if self.spec.window.same_start:  # windows told apart by (start, end)
-            we_ids = pd().factorize(np.concatenate([self.table.we[cand], we]))[0]
-            ws_ids = pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
-        n_ws = int(ws_ids.max()) + 1 if len(ws_ids) else 1
+        kid_keys, kid_state = factorize([keys, self.table.keys if len(cand) == n else self.table.key_rows(cand)])
+        ws_ids, n_ws = self._start_ids(np.concatenate([self.table.ws[cand], ws]),
+                                       np.concatenate([self.table.we[cand], we]))
         comp_state = kid_state * n_ws + ws_ids[:len(cand)]
-        comp_pairs = kid_pairs * n_ws + ws_ids[len(cand):]
-        group, uniques = pd().factorize(comp_pairs)
-        rep = np.full(len(uniques), -1, dtype=np.int64)
-        rep[group[::-1]] = np.arange(len(group))[::-1]  # first pair of each group
-        row = np.full(len(uniques), -1, dtype=np.int64)
-        if len(cand):
-            at = pd().Index(comp_state).get_indexer(uniques)
-            row[at >= 0] = cand[at[at >= 0]]
+        comp_pairs = kid_keys[which] * n_ws + ws_ids[len(cand):]
+        group, row, rep = _match(comp_pairs, comp_state, cand)
         new = row < 0
         if new.any():
-            row[new] = self.table.append(pair_keys.take(pa.array(rep[new])), ws[rep[new]], we[rep[new]])
+            row[new] = self.table.append(keys.take(pa.array(which[rep[new]])), ws[rep[new]], we[rep[new]])
         g = row[group]
         closed = np.zeros(len(g), dtype=bool)
         if n:
             closed = (g < n) & self.table.closed[np.minimum(g, n - 1)]
         return g, closed
+
+    def _start_ids(self, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, int]:
+        """Dense ids of the window starts ``ws`` (of (start, end) for shared starts) and their
+        number: arithmetic on the grid of tumbling / sliding windows, hashed otherwise."""
+        w = self.spec.window
+        grid = w.size if isinstance(w, Tumbling) else w.slide if isinstance(w, Sliding) else None
+        if grid:
+            lo = int(ws.min())
+            return (ws - lo) // grid, int((ws.max() - lo) // grid) + 1
+        ws_ids = pd().factorize(ws)[0]
+        if w.same_start:  # windows told apart by (start, end)
+            we_ids = pd().factorize(we)[0]
+            ws_ids = pd().factorize(ws_ids * (int(we_ids.max()) + 1) + we_ids)[0]
+        return ws_ids, int(ws_ids.max()) + 1
 
     def assign_sessions(self, pair_keys: pa.Table, ws: np.ndarray, we: np.ndarray, clock: Clock,
                         out: StepOutput) -> tuple[np.ndarray, np.ndarray]:
@@ -256,3 +267,26 @@ class WindowAssigner:
         np.maximum.at(self.table.cols["hold_max"], dst, self.table.cols["hold_max"][src])
         for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.table.ws[p[0]])):
             agg.merge_rows(self.aggs, self.table.cols, s, d)
+
+
+def _match(comp_pairs: np.ndarray, comp_state: np.ndarray, cand: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group pairs by window id and find each window among the candidate state rows: (group per
+    pair, state row per group or -1, a pair of each group). Ids in a dense range are counted and
+    looked up in an array; others are hashed (groups in order of first appearance)."""
+    top = int(max(comp_pairs.max(), comp_state.max(initial=0))) + 1
+    if top <= 2 * (len(comp_pairs) + len(comp_state)) + 1024:
+        grp = Groups(comp_pairs)
+        rep = np.empty(len(grp), dtype=np.int64)
+        rep[grp.ids] = np.arange(len(comp_pairs), dtype=np.int64)
+        slot = np.full(top, -1, dtype=np.int64)
+        slot[comp_state] = cand
+        return grp.ids, slot[grp.rows], rep
+    group, uniques = pd().factorize(comp_pairs)
+    rep = np.full(len(uniques), -1, dtype=np.int64)
+    rep[group[::-1]] = np.arange(len(group))[::-1]
+    row = np.full(len(uniques), -1, dtype=np.int64)
+    if len(cand):
+        at = pd().Index(comp_state).get_indexer(uniques)
+        row[at >= 0] = cand[at[at >= 0]]
+    return group.astype(np.int64), row, rep

@@ -297,11 +297,10 @@ class WindowedOperator:
         if too_late.any():
             self._drop_pairs(too_late, LATE_REASON_TOO_LATE, el.events, idx, ws, we, out)
             idx, ws, we = idx[~too_late], ws[~too_late], we[~too_late]
-        pair_keys = el.key_table.take(pa.array(idx))
         if spec.window.merging:
-            g, closed = assigner.assign_sessions(pair_keys, ws, we, self.clock, out)
+            g, closed = assigner.assign_sessions(el.key_table.take(pa.array(idx)), ws, we, self.clock, out)
         else:
-            g, closed = assigner.assign_fixed(pair_keys, ws, we)
+            g, closed = assigner.assign_fixed(el.key_table, idx, ws, we)
         if closed.any():
             self._drop_pairs(closed, LATE_REASON_CLOSED, el.events, idx, ws, we, out)
             idx, g = idx[~closed], g[~closed]
