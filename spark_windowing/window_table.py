@@ -71,12 +71,6 @@ def window_layout(spec: "OperatorSpec", aggs: list["BoundAggregate"], n_outputs:
     return layout
 
 
-def _new_column(dtype: object, default: object, m: int) -> np.ndarray:
-    if dtype is object:
-        return np.full(m, None, dtype=object)
-    return np.zeros(m, dtype=dtype) if default is None else np.full(m, default, dtype=dtype)
-
-
 class WindowTable:
     """Windows as row-aligned columns (``cols``) next to their key rows (``keys``).
 
@@ -88,6 +82,7 @@ class WindowTable:
         self.layout = layout
         self.keys = key_schema.empty_table()
         self.cols: dict[str, np.ndarray] = {name: np.empty(0, dtype=dt) for name, (dt, _) in layout.items()}
+        self._buffers: dict[str, np.ndarray] = {}  # name -> array whose first len(self) cells are cols[name]
         self.next_rid = 0  # the next row id: row ids grow in creation order and are never reused
         self._fresh_objects = fresh_objects
 
@@ -123,23 +118,35 @@ class WindowTable:
     # ---- rows in and out
     def append(self, keys: pa.Table, ws: np.ndarray, we: np.ndarray) -> np.ndarray:
         """New windows ``[ws, we)`` of ``keys`` (one key row each), every other column at its
-        default; returns their row indices."""
+        default; returns their row indices. Columns grow in place into spare capacity (doubling),
+        so appending a batch's windows does not copy the rows already there."""
         start, m = len(self), len(ws)
         self._append_keys(keys)
         for name, (dt, default) in self.layout.items():
+            buf = self._room(name, start + m)
             if name == "ws":
-                new = ws.astype(np.int64)
+                buf[start:start + m] = ws
             elif name == "we":
-                new = we.astype(np.int64)
+                buf[start:start + m] = we
             elif name == "rid":
-                new = np.arange(self.next_rid, self.next_rid + m, dtype=np.int64)
+                buf[start:start + m] = np.arange(self.next_rid, self.next_rid + m, dtype=np.int64)
             elif name.endswith(":o"):
-                new = self._fresh_objects(name, m)
+                buf[start:start + m] = self._fresh_objects(name, m)
             else:
-                new = _new_column(dt, default, m)
-            self.cols[name] = np.concatenate([self.cols[name], new])
+                buf[start:start + m] = ((None if dt is object else 0) if default is None else default)
+            self.cols[name] = buf[:start + m]
         self.next_rid += m
         return np.arange(start, start + m, dtype=np.int64)
+
+    def _room(self, name: str, size: int) -> np.ndarray:
+        """The buffer of column ``name`` with room for ``size`` rows, its current cells in front
+        (a column replaced by another array, or full, moves to a new buffer of twice the size)."""
+        col, buf = self.cols[name], self._buffers.get(name)
+        if buf is None or col.base is not buf or len(buf) < size:
+            buf = np.empty(max(size, 2 * len(col), 1024), dtype=col.dtype)
+            buf[:len(col)] = col
+            self._buffers[name] = buf
+        return buf
 
     def import_rows(self, keys: pa.Table, cols: dict[str, np.ndarray]) -> None:
         """Append whole rows (every column given, as ``state_codec.table_to_cols`` decodes them),
@@ -155,10 +162,20 @@ class WindowTable:
         self.keys, self.cols = keys, cols
 
     def keep(self, keep: np.ndarray) -> None:
-        """Remove the rows where ``keep`` is false (later rows move up)."""
+        """Remove the rows where ``keep`` is false (later rows move up; in place, within the
+        columns' buffers)."""
         self.keys = self.keys.filter(pa.array(keep))
-        for name in self.cols:
-            self.cols[name] = self.cols[name][keep]
+        k = int(np.count_nonzero(keep))
+        for name, col in self.cols.items():
+            kept = col[keep]
+            buf = self._buffers.get(name)
+            if buf is not None and col.base is buf:
+                buf[:k] = kept
+                if kept.dtype == object:
+                    buf[k:len(col)] = None  # let go of the removed rows' objects
+                self.cols[name] = buf[:k]
+            else:
+                self.cols[name] = kept
 
     def _append_keys(self, keys: pa.Table) -> None:
         keys = keys.cast(self.keys.schema)
