@@ -87,9 +87,10 @@ class StepOutput:
         """The step's result: panes in order, late rows in arrival order, metrics plus ``counts``."""
         if self._panes:
             order_key = np.concatenate([k for k, _ in self._panes])
-            order = np.argsort(order_key, kind="stable")
-            panes = pa.concat_tables([t for _, t in self._panes]).take(pa.array(order))
-            order_key = order_key[order]
+            panes = pa.concat_tables([t for _, t in self._panes])
+            if len(order_key) > 1 and (order_key[1:] < order_key[:-1]).any():  # else in order already
+                order = np.argsort(order_key, kind="stable")
+                panes, order_key = panes.take(pa.array(order)), order_key[order]
         else:
             panes, order_key = pane_schema.empty_table(), np.zeros(0, dtype=np.int64)
         late = pa.concat_tables(self._late) if self._late else late_schema.empty_table()
