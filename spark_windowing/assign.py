@@ -194,12 +194,20 @@ class WindowAssigner:
         end = np.concatenate([self.table.we[ex_rows], we])
         is_ex = np.concatenate([np.ones(len(ex_rows), bool), np.zeros(len(ws), bool)])
         ref = np.concatenate([ex_rows, np.arange(len(ws))])  # row id (existing) or pair index
-        order = np.lexsort((end, start, kid))
-        kid_o, start_o, end_o = kid[order], start[order], end[order]
-        # segmented running max of `end` per key, on ranks so key offsets cannot overflow
-        values, inv = np.unique(np.concatenate([start_o, end_o]), return_inverse=True)
-        r_start, r_end = inv[:len(order)], inv[len(order):]
-        span = len(values) + 1
+        # by key, then start; the segmented running max of `end` per key, on times relative to
+        # the earliest start (or, when key offsets could overflow, on ranks of the times)
+        lo = int(start.min()) if len(start) else 0
+        span = int(end.max()) - lo + 2 if len(end) else 2
+        if (int(kid.max()) + 1 if len(kid) else 1) * span < 2 ** 62:
+            order = np.argsort(kid * span + (start - lo))  # ties (same key and start) may be in any order
+            kid_o, start_o, end_o = kid[order], start[order], end[order]
+            r_start, r_end = start_o - lo, end_o - lo
+        else:
+            order = np.lexsort((end, start, kid))
+            kid_o, start_o, end_o = kid[order], start[order], end[order]
+            values, inv = np.unique(np.concatenate([start_o, end_o]), return_inverse=True)
+            r_start, r_end = inv[:len(order)], inv[len(order):]
+            span = len(values) + 1
         run = np.maximum.accumulate(r_end + kid_o * span) - kid_o * span
         new_session = np.ones(len(order), dtype=bool)
         new_session[1:] = (kid_o[1:] != kid_o[:-1]) | (r_start[1:] > run[:-1])
@@ -232,7 +240,7 @@ class WindowAssigner:
             rep_pair[pair_sid[::-1]] = np.arange(len(ws))[::-1]
             # create in order of each session's first pair: row ids must not depend on which
             # rows happen to be in memory (the state store loads key buckets lazily)
-            sess_new = sess_new[np.argsort(rep_pair[sess_new], kind="stable")]
+            sess_new = sess_new[np.argsort(rep_pair[sess_new])]  # distinct values: any sort
             target[sess_new] = self.table.append(pair_keys.take(pa.array(rep_pair[sess_new])),
                                                  s_start[sess_new], s_end[sess_new])
             merged_away = np.flatnonzero(need_new[ex_sid] if len(ex_rows) else np.zeros(0, bool))
