@@ -313,7 +313,7 @@ class WindowedOperator:
             arrival = (self.seq << 32) + idx  # arrival numbers: per key, the upstream order (process buffers)
             for sign, sel in ((1, ~neg), (-1, neg)):
                 if sel.any():
-                    touched.add(*assigner.fold(g[sel], pairs.take(pa.array(idx[sel])), el.ts[idx[sel]],
+                    touched.add(*assigner.fold(g[sel], _rows(pairs, idx[sel]), el.ts[idx[sel]],
                                                self.clock, sign=sign, arrival=arrival[sel]))
         return touched.arrays()
 
@@ -458,6 +458,15 @@ class _Elements:
         pick = (lambda a: None if a is None else a[mask])
         return _Elements(self.events.filter(sel), self.key_table.filter(sel), self.ts[mask], pick(self.gap),
                          pick(self.iws), pick(self.iwe), pick(self.retract))
+
+
+def _rows(table: pa.Table, idx: np.ndarray) -> pa.Table:
+    """``table.take(idx)``, without the copy when ``idx`` is every row in order (one window per
+    element, none dropped)."""
+    n = table.num_rows
+    if len(idx) == n and (n == 0 or (idx[0] == 0 and idx[-1] == n - 1 and (n < 2 or (np.diff(idx) == 1).all()))):
+        return table
+    return table.take(pa.array(idx))
 
 
 class _Touched:
