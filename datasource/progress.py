@@ -23,7 +23,8 @@ a JSON object ``{"windowed": 1, "seq": <batch sequence>, "state": "<stateLocatio
 after the micro-batch ending at the offset with ``seq`` N has run, shard *i* has written
 ``<state>/reports/<N>/shard-<i>.json`` with ``events_in``, ``panes_trigger``,
 ``panes_retraction``, ``late_dropped``, ``malformed``, ``watermark_us`` (UTC µs or null),
-``state_rows``, ``state_bytes`` and ``duration_ms``. ``read_batch_report`` sums the shards.
+``state_rows``, ``state_bytes`` and ``duration_ms``, and where that time went: ``read_ms``,
+``step_ms``, ``snapshot_ms``. ``read_batch_report`` sums the shards (times: the slowest shard).
 
 ``read_batch_report`` and ``format_progress`` need no Spark; only the listener class imports
 pyspark, on first use (``datasource.progress.WindowedProgressListener``).
@@ -53,6 +54,7 @@ _log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _COUNT_FIELDS = ("events_in", "panes_trigger", "panes_retraction", "late_dropped", "malformed",
                  "state_rows", "state_bytes")
+_PHASE_FIELDS = ("read_ms", "step_ms", "snapshot_ms")
 
 Sink = Callable[[str], Any]
 
@@ -77,6 +79,12 @@ class BatchReport:
     state_bytes: int
     duration_ms: float
     skipped_offsets: int = 0   # Kafka, failOnDataLoss=false: offsets deleted before they were read
+    #: where the slowest shard's time went (0 in reports of releases before these fields): reading
+    #: its events (fetch, decode, keep its keys), the operator step (including handing the panes
+    #: to Spark and writing late rows), the state snapshot
+    read_ms: float = 0.0
+    step_ms: float = 0.0
+    snapshot_ms: float = 0.0
 
     @property
     def panes(self) -> int:
@@ -110,7 +118,8 @@ def read_batch_report(state: str, seq: int) -> BatchReport | None:
                        **{f: sum(s[f] for s in shards) for f in _COUNT_FIELDS},
                        watermark_us=max(watermarks) if watermarks else None,
                        duration_ms=max(s["duration_ms"] for s in shards),
-                       skipped_offsets=sum(s["skipped_offsets"] for s in shards))
+                       skipped_offsets=sum(s["skipped_offsets"] for s in shards),
+                       **{f: max(s[f] for s in shards) for f in _PHASE_FIELDS})
 
 
 def format_progress(report: BatchReport | None, *, batch_id: int, query_name: str | None,
@@ -144,6 +153,8 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
         f"watermark {_format_watermark(report.watermark)}",
         f"state {report.state_rows:,} windows / {format_bytes(report.state_bytes)}",
         *([f"skipped offsets {report.skipped_offsets:,} (data loss)"] if report.skipped_offsets else []),
+        *([f"shard read {report.read_ms:,.0f} / step {report.step_ms:,.0f} / snapshot {report.snapshot_ms:,.0f} ms"]
+          if report.read_ms or report.step_ms or report.snapshot_ms else []),
         *tail,
     ])
 
@@ -321,8 +332,12 @@ def _read_shard(fs, path: str) -> dict:
     skipped = data.get("skipped_offsets", 0)  # Kafka only
     if not _is_int(skipped):
         raise ValueError(f"{path}: field 'skipped_offsets' must be an integer, got {skipped!r}")
+    for f in _PHASE_FIELDS:  # absent in reports of earlier releases
+        v = data.get(f, 0.0)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise ValueError(f"{path}: field {f!r} must be a number, got {v!r}")
     return {**{f: data[f] for f in _COUNT_FIELDS}, "watermark_us": wm, "duration_ms": float(dur),
-            "skipped_offsets": skipped}
+            "skipped_offsets": skipped, **{f: float(data.get(f, 0.0)) for f in _PHASE_FIELDS}}
 
 
 def _is_int(v: Any) -> bool:

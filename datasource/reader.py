@@ -265,6 +265,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         op = store.op
         events, key_hash = self._events(partition)
         maxima = _batch_maxima(cfg, op, events)
+        t_read = time.perf_counter()
         m: dict[str, int] = {}
         late: list[pa.Table] = []
         # parts: when the buckets a batch needs exceed stateMemoryRows, it runs a memory-full at a time
@@ -279,6 +280,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 yield from part.panes.to_batches()
         if cfg.late_data_path and late:  # one exactly-once append per (shard, batch)
             write_late_rows(cfg, shard, int(end["seq"]), pa.concat_tables(late))
+        t_late = time.perf_counter()
         written = store.persist(int(end["seq"]))
         store.evict()
         _STORES.pop((cfg.state_location, shard), None)
@@ -286,6 +288,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         while len(_STORES) > _MAX_CACHED_STORES:
             _STORES.pop(next(iter(_STORES)))
         report = _shard_report(store, events.num_rows, m, written, t0, maxima)
+        report.update(read_ms=_ms(t_read - t0), step_ms=_ms(t_late - t_read),
+                      snapshot_ms=_ms(time.perf_counter() - t_late))
         if cfg.kafka is not None:
             report["partition_max_us"] = maxima.partition_max
             report["skipped_offsets"] = partition.planned["skipped"] if shard == 0 else 0
@@ -421,6 +425,10 @@ def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> 
 def _is_delta_table(uri: str) -> bool:
     from deltalake import DeltaTable
     return DeltaTable.is_deltatable(uri)
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
 
 
 def _max(values: list) -> int | None:

@@ -125,6 +125,18 @@ def test_format_progress_small_values_and_no_watermark():
         "watermark none | state 3 windows / 45.6 kB")
 
 
+def test_the_line_shows_where_the_slowest_shard_spent_its_time(tmp_path):
+    """Each phase is the slowest shard's; reports without the phase fields (earlier releases)
+    count as 0, and a line of such reports does not show them."""
+    timed = [{**SHARDS[0], "read_ms": 12.4, "step_ms": 300.2, "snapshot_ms": 80.0},
+             {**SHARDS[1], "read_ms": 20.0, "step_ms": 250.0, "snapshot_ms": 95.6}, SHARDS[2]]
+    write_reports(str(tmp_path), 12, timed)
+    report = read_batch_report(str(tmp_path), 12)
+    assert (report.read_ms, report.step_ms, report.snapshot_ms) == (20.0, 300.2, 95.6)
+    line = format_progress(report, batch_id=12, query_name="clicks", duration_ms=640)
+    assert line == EXAMPLE.replace("| 640 ms", "| shard read 20 / step 300 / snapshot 96 ms | 640 ms")
+
+
 def test_format_progress_missing_report():
     assert format_progress(None, batch_id=7, query_name="clicks", duration_ms=80,
                            missing="/s/reports/7") == \
