@@ -23,7 +23,8 @@ bundles read into memory first: no Spark, no snapshots). Prints each run, then p
 min / median / max seconds and µs per event, the speedups over the runs (min / median / max of
 native / ours per run) and ours / operator alone; and the peak resident memory of each Python
 worker during our query. ``--profile DIR`` samples the Python workers with py-spy during our
-query and prints where their time goes. Not part of the test suite.
+query and prints where their time goes (``pip install -e ".[bench]"``: py-spy). Not part of the
+test suite.
 """
 
 from __future__ import annotations
