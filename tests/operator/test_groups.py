@@ -1,0 +1,57 @@
+"""The NumPy pre-aggregation (``aggregates._preaggregate_numpy`` over ``_groups.Groups``) gives
+what Arrow's hash group-by path gives, for counts, sums, averages, minima and maxima of integer
+and float columns with nulls, and for the watermark holds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_windowing import aggregates as agg
+
+TEXT = "sum(i) AS a, min(i) AS b, max(i) AS c, count(i) AS d, avg(f) AS e, min(f) AS g, max(f) AS h, count(*) AS n"
+SCHEMA = pa.schema([("i", pa.int64()), ("f", pa.float64())])
+BIG = np.iinfo(np.int64).max
+
+
+@st.composite
+def batches(draw):
+    n = draw(st.integers(1, 60))
+    labels = draw(st.lists(st.integers(0, 25), min_size=n, max_size=n))
+    ints = draw(st.lists(st.one_of(st.none(), st.integers(-10 ** 9, 10 ** 9)), min_size=n, max_size=n))
+    floats = draw(st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6, allow_nan=False)), min_size=n, max_size=n))
+    ts = draw(st.lists(st.integers(0, 10 ** 12), min_size=n, max_size=n))
+    holds = draw(st.lists(st.one_of(st.just(BIG), st.integers(0, 10 ** 12)), min_size=n, max_size=n))
+    return labels, ints, floats, ts, holds
+
+
+def _as_dict(rows, res, partials):
+    order = np.argsort(rows)
+    out = {"rows": np.asarray(rows)[order].tolist()}
+    for name, values in {**res, **partials}.items():
+        values = values.to_pylist() if isinstance(values, (pa.Array, pa.ChunkedArray)) else np.asarray(values).tolist()
+        out[name] = [values[i] for i in order]
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=batches())
+def test_numpy_preaggregation_equals_the_arrow_group_by(batch):
+    labels, ints, floats, ts, holds = batch
+    aggs = agg.bind_aggregates(agg.parse_aggregates(TEXT), SCHEMA, TEXT)
+    pairs = pa.table({"i": pa.array(ints, pa.int64()), "f": pa.array(floats, pa.float64())})
+    g, t, h = np.array(labels, np.int64), np.array(ts, np.int64), np.array(holds, np.int64)
+    assert agg._numpy_groupable(aggs, pairs)
+    fast = _as_dict(*agg._preaggregate_numpy(aggs, pairs, g, t, h))
+    original = agg._numpy_groupable
+    agg._numpy_groupable = lambda *a: False  # the Arrow path of the same function
+    try:
+        arrow = _as_dict(*agg.preaggregate(aggs, pairs, g, t, h))
+    finally:
+        agg._numpy_groupable = original
+    assert fast.keys() == arrow.keys()
+    for name in fast:
+        assert [None if v is None else pytest.approx(v, rel=1e-12, abs=1e-9) for v in arrow[name]] == fast[name], name
