@@ -44,13 +44,17 @@ def check_fingerprint(found: str, spec: "OperatorSpec", where: str) -> None:
             "produce wrong panes. Use a new stateLocation and checkpoint for the changed query.")
 
 
-def rows_to_table(op: WindowedOperator, rows: np.ndarray | None = None) -> pa.Table:
+def rows_to_table(op: WindowedOperator, rows: np.ndarray | None = None, omit: frozenset[str] = frozenset()
+                  ) -> pa.Table:
     """Windows of ``op`` (all, or those at ``rows``) as one Arrow table: the key columns, then
-    ``s:<name>`` per state column; Python-object cells pickled, datetime64 as int64."""
+    ``s:<name>`` per state column but those in ``omit``; Python-object cells pickled, datetime64
+    as int64."""
     assert op.table is not None
     keys = op.table.keys if rows is None else op.table.key_rows(rows)
     arrays, names = list(keys.columns), list(keys.column_names)
     for name, col in op.table.cols.items():
+        if name in omit:
+            continue
         col = col if rows is None else col[rows]
         if col.dtype == object:
             arrays.append(pa.array([pickle.dumps(v, protocol=5) for v in col.tolist()], pa.binary()))
@@ -69,13 +73,33 @@ def column_kinds(op: WindowedOperator) -> dict[str, str]:
             for name, col in op.table.cols.items()}
 
 
+def constant_columns(op: WindowedOperator) -> frozenset[str]:
+    """State columns whose every row holds the column's default (numeric and boolean columns with
+    a default): a snapshot may leave them out, ``table_to_cols`` puts the default back. Fresh
+    windows have most of their bookkeeping at its default (no pane yet, no hold, not closed)."""
+    assert op.table is not None
+    out = set()
+    for name, (dtype, default) in op.table.layout.items():
+        col = op.table.cols.get(name)
+        if col is None or default is None or col.dtype.kind not in "iub":
+            continue
+        if not len(col) or bool((col == default).all()):
+            out.add(name)
+    return frozenset(out)
+
+
 def table_to_cols(op: WindowedOperator, table: pa.Table, kinds: dict[str, str] | None = None
                   ) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """Inverse of ``rows_to_table`` for an operator bound to the same input schema."""
+    """Inverse of ``rows_to_table`` for an operator bound to the same input schema; a state
+    column missing from ``table`` (left out as constant) gets its default in every row."""
     kinds = kinds or column_kinds(op)
     keys = table.select(list(op.table.keys.column_names)).combine_chunks() if op.table is not None else None
     cols: dict[str, np.ndarray] = {}
     for name, kind in kinds.items():
+        if "s:" + name not in table.column_names:
+            dtype, default = op.table.layout[name]
+            cols[name] = np.full(table.num_rows, default, dtype=dtype)
+            continue
         col = table.column("s:" + name)
         if kind == "pickle":
             arr = np.empty(len(col), dtype=object)

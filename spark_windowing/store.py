@@ -24,6 +24,10 @@ are resident (spilling: open windows that do not fit in memory stay on storage a
 when needed). Results do not depend on what is resident: panes are ordered by row id, and row ids
 are assigned in an order that depends only on the events.
 
+A segment leaves out the state columns in which every window holds the column's default (fresh
+windows have no pane yet, no hold, nothing closed: about half the columns); the manifest names
+them per segment file (``omitted``) and loading puts the defaults back.
+
 Every segment range carries a CRC-32 and the manifest a SHA-256: a missing or corrupt snapshot raises
 ``SnapshotError``, never a reset.
 
@@ -52,11 +56,13 @@ from spark_windowing._time import MAX_TIME
 from spark_windowing.errors import SnapshotError
 from spark_windowing.operator import EventTimes, StepResult, WindowedOperator
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.state_codec import (check_fingerprint, column_kinds, extra_state, restore_extra,
-                                         restore_scalars, rows_to_table, scalars, table_to_cols)
+from spark_windowing.state_codec import (check_fingerprint, column_kinds, constant_columns, extra_state,
+                                         restore_extra, restore_scalars, rows_to_table, scalars, table_to_cols)
 
 MANIFEST_MAGIC = b"SWMANIF\x01"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
+#: Manifest versions this build reads: 1 had no ``omitted`` (every segment holds every column).
+READABLE_VERSIONS = (1, 2)
 
 
 def _checksum(raw: bytes) -> str:
@@ -96,6 +102,7 @@ class StateStore:
         self.summary = np.zeros((self.n_buckets, 4), dtype=np.int64)
         self.summary[:, 1:] = MAX_TIME
         self.loc: dict[int, tuple[str, int, int, str]] = {}  # bucket -> (segment name, offset, length, sha256)
+        self.omitted: dict[str, frozenset[str]] = {}  # segment name -> state columns left out (constant)
         self.manifest_digest: str | None = None
         self.bytes_written = 0
         self._schema: pa.Schema | None = None
@@ -125,9 +132,9 @@ class StateStore:
         if hashlib.sha256(body).hexdigest() != digest:
             raise SnapshotError(f"{uri}: corrupt state manifest (checksum mismatch or truncated)")
         m = json.loads(body)
-        if m.get("version") != MANIFEST_VERSION:
+        if m.get("version") not in READABLE_VERSIONS:
             raise SnapshotError(f"{uri}: manifest version {m.get('version')} is not supported "
-                                f"(this build reads version {MANIFEST_VERSION})")
+                                f"(this build reads versions {', '.join(map(str, READABLE_VERSIONS))})")
         check_fingerprint(m["fingerprint"], self.spec, uri)
         if m["buckets_n"] != self.n_buckets:
             raise SnapshotError(f"{uri}: state was written with {m['buckets_n']} key buckets, this query uses "
@@ -144,6 +151,7 @@ class StateStore:
             name, off, length, sha = m["extra"]
             restore_extra(op, pickle.loads(self._read(f"{self.root}/{name}", off, length, sha, "operator extras")))
         self.loc = {int(b): tuple(v[:4]) for b, v in m["buckets"].items()}  # type: ignore[misc]
+        self.omitted = {name: frozenset(cols) for name, cols in m.get("omitted", {}).items()}
         self.summary[:, 0] = 0
         self.summary[:, 1:] = MAX_TIME
         for b, v in m["buckets"].items():
@@ -297,7 +305,7 @@ class StateStore:
     def _load(self, buckets: np.ndarray) -> None:
         """Read ``buckets`` back: one ranged read per segment file (spanning its wanted buckets),
         each bucket's bytes checked against its checksum."""
-        parts = []
+        parts: list[tuple[pa.Table, dict[str, np.ndarray]]] = []
         by_file: dict[str, list[int]] = {}
         for b in buckets.tolist():
             by_file.setdefault(self.loc[b][0], []).append(b)
@@ -305,21 +313,27 @@ class StateStore:
             lo = min(self.loc[b][1] for b in members)
             hi = max(self.loc[b][1] + self.loc[b][2] for b in members)
             span = self._read(f"{self.root}/{name}", lo, hi - lo, None, "key buckets")
+            schema, batches = self._row_schema(self.omitted.get(name)), []
             for b in members:
                 _, off, length, sha = self.loc[b]
                 raw = span[off - lo:off - lo + length]
                 if len(raw) != length or (sha is not None and _checksum(raw) != sha):
                     raise SnapshotError(f"{self.root}/{name}: corrupt state segment (key bucket {b}: "
                                         "checksum mismatch or truncated)")
-                parts.append(pa.ipc.read_record_batch(pa.py_buffer(raw), self._row_schema()))
+                batches.append(pa.ipc.read_record_batch(pa.py_buffer(raw), schema))
+            parts.append(table_to_cols(self.op, pa.Table.from_batches(batches, schema)))
         if parts:
-            self.op.import_rows(*table_to_cols(self.op, pa.Table.from_batches(parts)))
+            keys = pa.concat_tables([k for k, _ in parts])
+            self.op.import_rows(keys, {c: np.concatenate([cols[c] for _, cols in parts]) for c in parts[0][1]})
         self.resident[buckets] = True
 
-    def _row_schema(self) -> pa.Schema:
+    def _row_schema(self, omitted: frozenset[str] | None) -> pa.Schema:
+        """The schema of a segment's rows: every state column but the ``omitted`` ones."""
         if self._schema is None:
             self._schema = rows_to_table(self.op, np.zeros(0, dtype=np.int64)).schema
-        return self._schema
+        if not omitted:
+            return self._schema
+        return pa.schema([f for f in self._schema if not (f.name.startswith("s:") and f.name[2:] in omitted)])
 
     def evict(self, target: int | None = None) -> int:
         """Drop least recently used (clean) buckets from memory while more than ``target``
@@ -352,6 +366,7 @@ class StateStore:
         written = self._flush(seq, durable=durable, extras=True)
         blob = self._manifest(seq, self._extra_loc)
         self.io.write_atomic(manifest_uri(self.root, seq), blob, durable=durable)
+        self.omitted = {name: self.omitted[name] for name in self.referenced_files() & set(self.omitted)}
         self.bytes_written = self._pending_bytes + len(blob)
         self._pending_bytes, self._part, self._part_seq = 0, 0, None
         return self.bytes_written
@@ -383,7 +398,10 @@ class StateStore:
             if len(rows):
                 ev, pt = op.row_timers()
                 tev, _ = op.row_timers(expiry=False)
-                spans = _write_buckets(sink, rows_to_table(op, rows), dirty, lows, highs)
+                omit = constant_columns(op)
+                spans = _write_buckets(sink, rows_to_table(op, rows, omit), dirty, lows, highs)
+                if spans and omit:
+                    self.omitted[name] = omit
             for b, lo, hi in zip(dirty.tolist(), lows.tolist(), highs.tolist()):
                 if hi == lo:
                     self.loc.pop(b, None)
@@ -420,6 +438,7 @@ class StateStore:
             "kinds": column_kinds(op) if op.bound else None,
             "extra": extra_loc,
             "buckets": {str(b): [*self.loc[b], *[int(x) for x in self.summary[b]]] for b in sorted(self.loc)},
+            "omitted": {name: sorted(self.omitted[name]) for name in sorted(self.referenced_files() & set(self.omitted))},
         }
         body = json.dumps(m, sort_keys=True).encode()
         digest = hashlib.sha256(body).hexdigest()

@@ -260,11 +260,14 @@ def test_event_times_parsed_by_the_caller_give_the_same_step(tmp_path):
 
 
 def test_segments_written_without_compression_are_read(tmp_path, monkeypatch):
-    """A state location written with plain (uncompressed) IPC segments, as releases before
-    LZ4 segments wrote them, restores to the same panes."""
+    """A state location written as releases before LZ4 segments and version-2 manifests wrote it
+    (plain IPC segments, every state column in them, manifest version 1) restores to the same
+    panes."""
     import spark_windowing.store as store_module
     spec = _spec("tumbling(1000 milliseconds)", "", "discarding", 0, "sum(v) AS s")
     monkeypatch.setattr(store_module, "_SEGMENT_IPC", pa.ipc.IpcWriteOptions(compression=None))
+    monkeypatch.setattr(store_module, "MANIFEST_VERSION", 1)
+    monkeypatch.setattr(store_module, "constant_columns", lambda op: frozenset())
     plain = StateStore(spec, storage, str(tmp_path), SCHEMA, buckets=4)
     plain.step(pa.table({"k": ["a", "b", "a"], "ts": [1, 2, 3], "v": [1, 2, 3]}, schema=SCHEMA), watermark=0,
                processing_time=0, batch_seq=1)
@@ -273,3 +276,32 @@ def test_segments_written_without_compression_are_read(tmp_path, monkeypatch):
     reopened = StateStore.open(spec, storage, str(tmp_path), 1, SCHEMA, buckets=4)
     out = reopened.step(None, watermark=2_000_000, processing_time=0, batch_seq=2)
     assert sorted((r["k"], r["s"]) for r in out.panes.to_pylist()) == [("a", 4), ("b", 2)]
+
+
+def test_constant_state_columns_are_left_out_of_segments_and_restored(tmp_path):
+    """Columns every window has at their default (fresh windows: no pane yet, not closed) are not
+    written; the manifest names them per segment and a restored store puts the defaults back, so
+    its panes are the in-memory operator's. A column that leaves its default is written again."""
+    import json
+    spec = _spec("tumbling(10 milliseconds)", "AfterWatermark(early=AfterCount(2))", "accumulating", 0,
+                 "sum(v) AS s")
+    plain = WindowedOperator(spec, SCHEMA)
+    store = StateStore(spec, storage, str(tmp_path), SCHEMA, buckets=4)
+    batches = [pa.table({"k": [f"k{i % 7}" for i in range(n)], "ts": list(range(n)), "v": list(range(n))},
+                        schema=SCHEMA) for n in (5, 30)]
+
+    def omitted(seq):
+        blob = open(manifest_uri(str(tmp_path), seq), "rb").read()
+        return json.loads(blob[len(b"SWMANIF\x01") + 64:])["omitted"]
+
+    for seq, events in enumerate(batches, start=1):
+        a = plain.step(events, watermark=0, processing_time=0, batch_seq=seq)
+        b = store.step(events, watermark=0, processing_time=0, batch_seq=seq)
+        assert b.panes.to_pylist() == a.panes.to_pylist()
+        store.persist(seq)
+        store = StateStore.open(spec, storage, str(tmp_path), seq, SCHEMA, buckets=4)
+    first, second = omitted(1), omitted(2)
+    assert {"closed", "pidx", "lp_idx"} <= set(next(iter(first.values())))  # no early pane yet
+    assert "pidx" not in set().union(*map(set, second.values()))  # early panes fired: written
+    out = store.step(None, watermark=100_000, processing_time=0, batch_seq=3)
+    assert out.panes.to_pylist() == plain.step(None, watermark=100_000, processing_time=0, batch_seq=3).panes.to_pylist()
