@@ -2,17 +2,33 @@
 
     python benchmarks/latency.py                        # 90 s per engine, 20 k events/s, 1 s trigger
     python benchmarks/latency.py --seconds 30 --engines ours
+    .venv-delta/bin/python benchmarks/latency.py --feed kafka      # the same through Kafka
 
-A feeder thread writes one parquet file of ``--rate`` events every second into a directory
-(written under a hidden name, then renamed: readers never see a partial file); event time runs
-``--event-speed`` times faster than the wall clock, so windows keep closing. Each engine reads that
-directory with ``trigger(processingTime="1 second")`` (``--trigger``):
+A feeder thread hands one batch of ``--rate`` events ``k, ts, v`` to the feed every wall-clock
+second; event time runs ``--event-speed`` times faster than the wall clock (up to 1 s out of
+order), so windows keep closing. Every engine gets its own fresh input, fed live while its query
+runs, with the same seed: the same event stream, second by second. The feed (``--feed``) is
 
-* ``ours``: ``readStream.format("windowed")`` (``source=parquet``, ``tumbling(10 seconds)``,
-  ``bounded(2 seconds)``, sum and count, 2 shards) into the pane sink
-  (``writeStream.format("windowed")``: Delta tables ``triggers``, ``retractions``, ``current``);
-* ``native``: ``withWatermark("ts", "2 seconds").groupBy(window(ts, "10 seconds"), k)
-  .agg(sum, count)``, append mode, ``foreachBatch`` writing each batch's windows as parquet.
+* ``files`` (default): one parquet file per second into a directory (written under a hidden name,
+  then renamed: readers never see a partial file);
+* ``kafka``: a new topic per engine (``--partitions``, default 2) on a local broker started for
+  the run (``scripts/kafka_broker.py``; or ``--bootstrap``), each second's events produced as
+  JSON records ``{"k", "ts", "v"}`` (``ts`` in epoch microseconds) keyed by ``k`` and flushed.
+  Both engines read from ``earliest``. Spark's Kafka connector (``spark-sql-kafka-0-10`` of the
+  installed pyspark, fetched through ``spark.jars.packages``) is on Maven Central per Spark
+  version and may not exist yet for the newest pyspark: run the kafka feed with the interpreter
+  of the second virtualenv (pyspark 4.2, made by ``scripts/test.sh``), ``.venv-delta/bin/python``.
+
+Each engine reads its input with ``trigger(processingTime="1 second")`` (``--trigger``):
+
+* ``ours``: ``readStream.format("windowed")`` (``source=parquet`` or ``source=kafka``;
+  ``tumbling(10 seconds)``, ``bounded(2 seconds)``, sum and count, 2 shards; keyed by ``k`` for
+  files and by the record ``key`` for Kafka, as the README recommends: each shard then reads only
+  its own partitions) into the pane sink (``writeStream.format("windowed")``: Delta tables
+  ``triggers``, ``retractions``, ``current``);
+* ``native``: (``format("kafka")`` -> ``from_json`` for Kafka)
+  ``withWatermark("ts", "2 seconds").groupBy(window(ts, "10 seconds"), k).agg(sum, count)``,
+  append mode, ``foreachBatch`` writing each batch's windows as parquet.
 
 Latency of a window: from the start of the micro-batch whose watermark passed the window's end
 (ours: the batch time in the pane row, chosen on the driver as the batch is planned; native: the
@@ -28,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import itertools
 import json
 import os
 import shutil
@@ -47,6 +64,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SEC = 1_000_000
+START_US = 1_767_225_600 * SEC  # event time of the first batch: 2026-01-01
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 
@@ -60,53 +78,129 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--skip", type=float, default=15.0, help="wall seconds of warm-up not counted")
     ap.add_argument("--engines", default="ours,native")
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--feed", choices=("files", "kafka"), default="files")
+    ap.add_argument("--partitions", type=int, default=2, help="partitions of each engine's topic (kafka feed)")
+    ap.add_argument("--bootstrap", default=None, help="an existing broker (kafka feed); default: start a local one")
     return ap.parse_args(argv)
 
 
-class Feeder(threading.Thread):
-    """One parquet file of ``rate`` events per wall-clock second; event time advances
-    ``event_speed`` seconds per file, in order but up to 1 s out of order."""
+def event_batches(rate: int, keys: int, event_speed: float, seed: int = 7):
+    """Endless event batches ``k, ts, v``, one per wall-clock second: batch ``i`` holds ``rate``
+    events whose event times lie in ``[i, i + 1) * event_speed`` seconds (in order, then each moved
+    back by up to 1 s: out of order). The same seed gives the same stream to every engine and feed."""
+    rng = np.random.default_rng(seed)
+    step = int(event_speed * SEC)
+    for i in itertools.count():
+        ts = i * step + np.sort(rng.integers(0, step, rate)) - rng.integers(0, SEC, rate)
+        yield pa.table({"k": rng.integers(0, keys, rate),
+                        "ts": pa.array(ts + START_US, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+                        "v": rng.random(rate)})
 
-    def __init__(self, directory: str, rate: int, keys: int, event_speed: float, seconds: float) -> None:
+
+class Feeder(threading.Thread):
+    """Hands one batch of ``event_batches`` per wall-clock second to ``sink(i, table)``, for
+    ``seconds``."""
+
+    def __init__(self, sink, args: argparse.Namespace) -> None:
         super().__init__(daemon=True)
-        self.directory, self.rate, self.keys = directory, rate, keys
-        self.event_speed, self.seconds = event_speed, seconds
-        self.rng = np.random.default_rng(7)
+        self.sink, self.args = sink, args
 
     def run(self) -> None:
-        t0, i = time.time(), 0
-        step = int(self.event_speed * SEC)
-        while time.time() - t0 < self.seconds:
-            ts = i * step + np.sort(self.rng.integers(0, step, self.rate)) - self.rng.integers(0, SEC, self.rate)
-            table = pa.table({"k": self.rng.integers(0, self.keys, self.rate),
-                              "ts": pa.array(ts + 1_767_225_600 * SEC, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-                              "v": self.rng.random(self.rate)})
-            hidden = os.path.join(self.directory, f".part-{i:06d}.parquet")
-            pq.write_table(table, hidden)
-            os.replace(hidden, os.path.join(self.directory, f"part-{i:06d}.parquet"))
-            i += 1
-            time.sleep(max(0.0, t0 + i - time.time()))
+        t0 = time.time()
+        batches = event_batches(self.args.rate, self.args.keys, self.args.event_speed)
+        for i, table in enumerate(batches):
+            if time.time() - t0 >= self.args.seconds:
+                break
+            self.sink(i, table)
+            time.sleep(max(0.0, t0 + i + 1 - time.time()))
 
 
-def run_ours(spark, args: argparse.Namespace, work: str) -> tuple[list[float], list[dict], list[dict]]:
-    """Latencies (s) of the ON_TIME panes, Spark's progress, and our shard reports."""
-    source = os.path.join(work, "in")
-    os.makedirs(source)
-    feeder = Feeder(source, args.rate, args.keys, args.event_speed, args.seconds)
+class FileFeed:
+    """A directory that gets one parquet file per batch (written under a hidden name, then renamed:
+    readers never see a partial file)."""
+
+    key = "k"
+
+    def __init__(self, work: str) -> None:
+        self.directory = os.path.join(work, "in")
+        os.makedirs(self.directory)
+
+    def write(self, i: int, table: pa.Table) -> None:
+        hidden = os.path.join(self.directory, f".part-{i:06d}.parquet")
+        pq.write_table(table, hidden)
+        os.replace(hidden, os.path.join(self.directory, f"part-{i:06d}.parquet"))
+
+    def ours(self, reader):
+        return reader.option("source", "parquet").option("path", self.directory)
+
+    def native(self, spark):
+        return spark.readStream.schema("k long, ts timestamp, v double").parquet(self.directory)
+
+
+class KafkaFeed:
+    """A new topic (``--partitions``) that gets each batch as JSON records ``{"k", "ts", "v"}``
+    (``ts`` in epoch microseconds) keyed by ``k``, flushed at once so the rate stays steady. Ours
+    keys windows by the record ``key`` (so each shard reads only its own partitions)."""
+
+    key = "key"
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient, NewTopic
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+        admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "log_level": 0,
+                                  "queue.buffering.max.messages": 1_000_000})
+
+    def write(self, i: int, table: pa.Table) -> None:
+        ts = table.column("ts").cast(pa.int64()).to_pylist()
+        for k, t, v in zip(table.column("k").to_pylist(), ts, table.column("v").to_pylist()):
+            self.producer.produce(self.topic, key=b"%d" % k, value=b'{"k":%d,"ts":%d,"v":%r}' % (k, t, v))
+        self.producer.flush(30)
+
+    def ours(self, reader):
+        return (reader.option("source", "kafka").option("kafka.bootstrap.servers", self.bootstrap)
+                .option("subscribe", self.topic).option("startingOffsets", "earliest")
+                .option("schema", "k long, ts long, v double").option("timestampUnit", "us"))
+
+    def native(self, spark):
+        from pyspark.sql import functions as F
+        raw = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", self.bootstrap)
+               .option("subscribe", self.topic).option("startingOffsets", "earliest").load())
+        rows = raw.select(F.from_json(F.col("value").cast("string"), "k long, ts long, v double").alias("j"))
+        return rows.select("j.k", F.timestamp_micros("j.ts").alias("ts"), "j.v")
+
+
+def live(feed, args: argparse.Namespace, start_query) -> tuple[float, list[dict]]:
+    """Feed for ``--seconds`` with the query ``start_query()`` starts running (1.5 s after the feed:
+    the file source takes its schema from the first file), then 3 s more; stop it and return when it
+    started and its progress."""
+    feeder = Feeder(feed.write, args)
     feeder.start()
-    time.sleep(1.5)  # the first file exists before the query starts (the file source needs a schema)
-    panes = os.path.join(work, "panes")
-    df = (spark.readStream.format("windowed").option("source", "parquet").option("path", source)
-          .option("timestampColumn", "ts").option("keyColumns", "k").option("window", "tumbling(10 seconds)")
-          .option("aggregate", "sum(v) AS total, count(*) AS n").option("watermark", "bounded(2 seconds)")
-          .option("shards", "2").option("stateLocation", os.path.join(work, "state")).load())
-    q = (df.writeStream.format("windowed").option("path", panes).option("checkpointLocation", os.path.join(work, "chk"))
-         .trigger(processingTime=args.trigger).start())
+    time.sleep(1.5)
+    q = start_query()
     started = time.time()
     feeder.join()
     time.sleep(3)
     q.stop()
-    progress = [json.loads(p.json) for p in q.recentProgress]
+    return started, [json.loads(p.json) for p in q.recentProgress]
+
+
+def run_ours(spark, args: argparse.Namespace, work: str, feed) -> tuple[list[float], list[dict], list[dict]]:
+    """Latencies (s) of the ON_TIME panes, Spark's progress, and our shard reports."""
+    panes = os.path.join(work, "panes")
+
+    def start():
+        reader = feed.ours(spark.readStream.format("windowed"))
+        df = (reader.option("timestampColumn", "ts").option("keyColumns", feed.key)
+              .option("window", "tumbling(10 seconds)").option("aggregate", "sum(v) AS total, count(*) AS n")
+              .option("watermark", "bounded(2 seconds)").option("shards", "2")
+              .option("stateLocation", os.path.join(work, "state")).load())
+        return (df.writeStream.format("windowed").option("path", panes)
+                .option("checkpointLocation", os.path.join(work, "chk")).trigger(processingTime=args.trigger).start())
+
+    started, progress = live(feed, args, start)
     commits = {m["batchId"]: ts for m, ts, _ in _log_commits(os.path.join(panes, "current"))}
     latencies = []
     for meta, _, added in _log_commits(os.path.join(panes, "triggers")):
@@ -125,13 +219,9 @@ def run_ours(spark, args: argparse.Namespace, work: str) -> tuple[list[float], l
     return latencies, progress, reports
 
 
-def run_native(spark, args: argparse.Namespace, work: str) -> tuple[list[float], list[dict], list[dict]]:
+def run_native(spark, args: argparse.Namespace, work: str, feed) -> tuple[list[float], list[dict], list[dict]]:
     from pyspark.sql import functions as F
-    source, out = os.path.join(work, "in"), os.path.join(work, "out")
-    os.makedirs(source)
-    feeder = Feeder(source, args.rate, args.keys, args.event_speed, args.seconds)
-    feeder.start()
-    time.sleep(1.5)
+    out = os.path.join(work, "out")
     committed: dict[int, tuple[float, int]] = {}
 
     def write(df, batch_id: int) -> None:
@@ -141,16 +231,13 @@ def run_native(spark, args: argparse.Namespace, work: str) -> tuple[list[float],
         committed[batch_id] = (done, df.count())
         df.unpersist()
 
-    df = (spark.readStream.schema("k long, ts timestamp, v double").parquet(source)
-          .withWatermark("ts", "2 seconds").groupBy(F.window("ts", "10 seconds").alias("w"), "k")
-          .agg(F.sum("v").alias("total"), F.count("*").alias("n")))
-    q = (df.writeStream.foreachBatch(write).outputMode("append")
-         .option("checkpointLocation", os.path.join(work, "chk")).trigger(processingTime=args.trigger).start())
-    started = time.time()
-    feeder.join()
-    time.sleep(3)
-    q.stop()
-    progress = [json.loads(p.json) for p in q.recentProgress]
+    def start():
+        df = (feed.native(spark).withWatermark("ts", "2 seconds").groupBy(F.window("ts", "10 seconds").alias("w"), "k")
+              .agg(F.sum("v").alias("total"), F.count("*").alias("n")))
+        return (df.writeStream.foreachBatch(write).outputMode("append")
+                .option("checkpointLocation", os.path.join(work, "chk")).trigger(processingTime=args.trigger).start())
+
+    started, progress = live(feed, args, start)
     begun = {p["batchId"]: _epoch(p["timestamp"]) for p in progress}
     latencies = []
     for batch_id, (done, windows) in committed.items():
@@ -197,30 +284,58 @@ def report(engine: str, latencies: list[float], progress: list[dict], reports: l
         print(f"       mean ms per shard and batch (last {len(reports)} shard reports), ours: {ours}")
 
 
+def session(args: argparse.Namespace):
+    from pyspark.sql import SparkSession
+    builder = (SparkSession.builder.master("local[2]").appName("spark-windowing-latency")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.streaming.numRecentProgressUpdates", "10000"))
+    if args.feed == "kafka":  # Spark's own Kafka source, for native (see the docstring)
+        import pyspark
+        builder = (builder.config("spark.jars.packages",
+                                  f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
+                   .config("spark.jars.ivy", os.path.expanduser("~/.cache/spark-windowing/ivy")))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def broker(args: argparse.Namespace, base: str):
+    """The bootstrap servers for the kafka feed, and the local broker started for it (or None)."""
+    if args.feed != "kafka" or args.bootstrap:
+        return args.bootstrap, None
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from kafka_broker import KafkaBroker
+    local = KafkaBroker(os.path.join(base, "broker")).start()
+    return local.bootstrap, local
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     import datasource
-    spark = (SparkSession.builder.master("local[2]").appName("spark-windowing-latency")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.streaming.numRecentProgressUpdates", "10000").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = session(args)
     datasource.register(spark)
     trigger_s = float(args.trigger.split()[0]) * (60 if "minute" in args.trigger else 1)
-    print(f"{args.rate:,} events/s, {args.keys:,} keys, event time {args.event_speed:g}x wall time, tumbling 10 s "
-          f"windows, bounded(2 s), trigger {args.trigger}, {args.seconds:g} s per engine (first {args.skip:g} s "
-          f"not counted), local[2], {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", flush=True)
+    feed_text = "parquet files" if args.feed == "files" else f"Kafka, {args.partitions} partitions"
+    print(f"{args.rate:,} events/s ({feed_text}), {args.keys:,} keys, event time {args.event_speed:g}x wall time, "
+          f"tumbling 10 s windows, bounded(2 s), trigger {args.trigger}, {args.seconds:g} s per engine (first "
+          f"{args.skip:g} s not counted), local[2], {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", flush=True)
     base = args.dir or tempfile.mkdtemp(prefix="latency-")
-    for engine in args.engines.split(","):
-        work = os.path.join(base, engine)
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        run = {"ours": run_ours, "native": run_native}[engine]
-        report(engine, *run(spark, args, work), trigger_s)
-    spark.stop()
+    bootstrap, local = broker(args, base)
+    try:
+        for engine in args.engines.split(","):
+            work = os.path.join(base, engine)
+            shutil.rmtree(work, ignore_errors=True)
+            os.makedirs(work)
+            feed = (FileFeed(work) if args.feed == "files"
+                    else KafkaFeed(bootstrap, f"latency-{engine}-{int(time.time())}", args.partitions))
+            run = {"ours": run_ours, "native": run_native}[engine]
+            report(engine, *run(spark, args, work, feed), trigger_s)
+    finally:
+        spark.stop()
+        if local is not None:
+            local.stop()
 
 
 if __name__ == "__main__":
