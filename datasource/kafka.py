@@ -424,7 +424,7 @@ def read_ranges(cfg: KafkaConfig, fmt_schema: tuple[str, str | None], ranges: li
                 raise TimeoutError(f"Kafka: records not received within kafkaConsumer.pollTimeoutMs="
                                    f"{cfg.poll_timeout_ms} from {cfg.bootstrap}: " + ", ".join(
                                        f"{t}-{p} [{want[(t, p)][0]}, {want[(t, p)][1]})" for t, p in sorted(open_)))
-            for m in c.consume(num_messages=100_000, timeout=0.5):
+            for m in c.consume(num_messages=_still_wanted(want, got, open_), timeout=0.5):
                 tp = (m.topic(), m.partition())
                 err = m.error()
                 if err is not None:
@@ -450,6 +450,14 @@ def read_ranges(cfg: KafkaConfig, fmt_schema: tuple[str, str | None], ranges: li
         c.close()
     messages = [m for tp in sorted(got) for m in got[tp]]
     return records_table(messages, fmt, schema_text, schema)
+
+
+def _still_wanted(want: dict, got: dict, open_: set) -> int:
+    """How many messages to ask ``consume`` for: the records the open ranges still miss (at least
+    1, at most 100 000). librdkafka's batch consume waits for that many messages or its timeout,
+    so asking for more than the ranges hold would cost every read the whole timeout."""
+    missing = sum(want[tp][1] - want[tp][0] - len(got[tp]) for tp in open_)
+    return min(100_000, max(1, missing))
 
 
 def records_table(messages: list, fmt: str, schema_text: str | None, schema: pa.Schema) -> pa.Table:
