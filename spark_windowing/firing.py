@@ -5,7 +5,10 @@ timer and pane-bookkeeping columns, and turns firings into pane rows.
 
 * ``fire``: after a step's elements are in, every window that got elements or has a due timer
   (end of window, or a trigger's event-time / processing-time timer) is evaluated once; the
-  trigger decides which fire and which finish (``closed``: a tombstone until expiry).
+  trigger decides which fire and which finish (``closed``: a tombstone until expiry). Timers are
+  one-shot (Beam's): a trigger timer is due in the batch whose watermark / processing time
+  reaches it, not in later ones, even where the trigger keeps it (``AfterAll`` keeps a fired
+  ``AfterProcessingTime`` deadline beside a ``ContinuousEventTime``, which never finishes).
 * ``emit``: a firing's pane — timing (EARLY before the end, ON_TIME for the first pane at the end
   of window, LATE after; count windows are ON_TIME once full; buffered kinds always ON_TIME),
   ``is_final``, ``pane_timestamp`` by the timestamp combiner, the RETRACTION of the previous pane
@@ -59,10 +62,12 @@ class TriggerDriver:
         self.track_last = spec.retracting or spec.fire_only_updated_panes
 
     # ------------------------------------------------------------------ evaluation
-    def fire(self, touched: np.ndarray, n_new: np.ndarray, min_ts_new: np.ndarray, clock: Clock,
+    def fire(self, touched: np.ndarray, n_new: np.ndarray, min_ts_new: np.ndarray, before: Clock, clock: Clock,
              out: StepOutput) -> None:
         """Evaluate the trigger once per window that got elements (``touched``, ``n_new`` of
-        them, the earliest at ``min_ts_new``) or has a due timer; emit and close what it says."""
+        them, the earliest at ``min_ts_new``) or has a trigger timer reached in this batch (after
+        the batch's previous clock ``before``, at most ``clock``) or a pending end-of-window
+        timer; emit and close what it says."""
         spec, cols, n = self.spec, self.table.cols, len(self.table)
         if n == 0:
             return
@@ -75,9 +80,9 @@ class TriggerDriver:
         ev_timers, pt_timers = spec.trigger.timers(c, "")
         due = eow_due.copy()
         for t in ev_timers:
-            due |= (t != NONE) & (t <= wm)
+            due |= (t != NONE) & (before.wm < t) & (t <= wm)
         for t in pt_timers:
-            due |= (t != NONE) & (t <= proc)
+            due |= (t != NONE) & (before.proc < t) & (t <= proc)
         candidates = (touched | due) & ~cols["closed"]
         fire = candidates & spec.trigger.should_fire(c, "")
         finished = spec.trigger.on_fire(c, "", fire) & fire
@@ -236,7 +241,8 @@ class TriggerDriver:
     def row_timers(self, clock: Clock, expiry: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Per window: the earliest watermark and processing time at which a step would change it
         without new elements (a pending end-of-window or trigger timer; with ``expiry``, also its
-        removal at end + allowedLateness). MAX_TIME where none."""
+        removal at end + allowedLateness). MAX_TIME where none. A trigger timer at or before
+        ``clock`` is not pending: it fired in the batch that reached it."""
         n = len(self.table)
         cols = self.table.cols
         live = ~cols["closed"]
@@ -244,10 +250,10 @@ class TriggerDriver:
         ev_t, pt_t = self.spec.trigger.timers(c, "")
         ev = np.where(live & cols["eow"], cols["we"], MAX_TIME)
         for t in ev_t:
-            ev = np.minimum(ev, np.where(live, t, MAX_TIME))
+            ev = np.minimum(ev, np.where(live & (t > clock.wm), t, MAX_TIME))
         pt = np.full(n, MAX_TIME, dtype=np.int64)
         for t in pt_t:
-            pt = np.minimum(pt, np.where(live, t, MAX_TIME))
+            pt = np.minimum(pt, np.where(live & (t > clock.proc), t, MAX_TIME))
         if expiry and not self.spec.window.count_based:
             lateness = self.spec.allowed_lateness
             ev = np.minimum(ev, np.minimum(cols["we"], MAX_TIME - lateness) + lateness)

@@ -68,6 +68,7 @@ class WindowedOperator:
         self.wm = MIN_TIME
         self.proc = MIN_TIME
         self.seq = -1
+        self.before = Clock(MIN_TIME, MIN_TIME, -1)  # the clock before this batch: timers up to it fired
         self.input_schema: pa.Schema | None = None
         self.key_counts: dict[tuple, int] = {}  # count windows: elements seen per key
         self._next_rid = 0  # the row id the window table starts from once bound (a restored snapshot's)
@@ -215,7 +216,10 @@ class WindowedOperator:
         """Process one micro-batch. ``watermark``/``processing_time`` in µs never move back.
         ``event_times``: the events' times as ``event_times(events)`` gives them, when the caller
         has parsed them already (the Spark reader does, for the watermark); not modified."""
-        self.wm, self.proc, self.seq = self.next_clock(watermark, processing_time, batch_seq)
+        clock = self.next_clock(watermark, processing_time, batch_seq)
+        if clock.seq != self.seq:  # a new batch (a state store steps one batch in parts, one seq)
+            self.before = self.clock
+        self.wm, self.proc, self.seq = clock
         if events is not None and events.num_rows and not self.bound:
             self.bind(events.schema)
         if not self.bound:
@@ -225,7 +229,7 @@ class WindowedOperator:
         touched, n_new, min_ts_new = _Touched(self.num_windows).arrays()
         if events is not None and events.num_rows:
             touched, n_new, min_ts_new = self._add(events, out, event_times)
-        self.firing.fire(touched, n_new, min_ts_new, self.clock, out)
+        self.firing.fire(touched, n_new, min_ts_new, self.before, self.clock, out)
         if self.mixed is not None:
             self._close_buffered(self.mixed.evaluate(self._step_view()), out)
         expired = self._expire()

@@ -358,20 +358,55 @@ def test_snapshot_size_follows_the_buffered_elements_not_the_batches():
     assert sorted(v for p in on_time for v in p["vs"]) == list(range(n))
 
 
-@pytest.mark.xfail(strict=True, reason="known defect, found by the property test above: after the late "
-                   "AfterAll(AfterProcessingTime, ContinuousEventTime) fired and reset, the window's expiry "
-                   "fires it once more, an empty final LATE pane that Beam (closing behavior "
-                   "FIRE_IF_NON_EMPTY) and the reference model do not emit")
-def test_a_reset_late_after_all_does_not_fire_again_at_expiry():
-    spec = {"window": "tumbling(10 milliseconds)", "accumulation_mode": "discarding",
-            "trigger": "AfterWatermark(late=AfterAll(AfterProcessingTime(5 milliseconds), "
-                       "ContinuousEventTime(5 milliseconds)))",
+def _late_after_all_spec(trigger: str, mode: str = "discarding") -> dict:
+    return {"window": "tumbling(10 milliseconds)", "accumulation_mode": mode, "trigger": trigger,
             "allowed_lateness": "5 milliseconds", "timestamp_combiner": "end_of_window", "key_columns": None,
             "timestamp_column": "ts", "timestamp_unit": "ms", "fire_only_updated_panes": False, "evictor": None}
 
-    def row(i, v=0):
-        return {"id": i, "ts": 0, "k": "a", "k2": 1, "v": v, "gap": 1}
 
-    ops = [("wm", 4), ("add", [row(0), row(1), row(2, None)]), ("wm", 10),
-           ("add", [row(3), row(4), row(5, None), row(6, None)]), ("pt", 5), ("inf",)]
+def _row(i, v=0):
+    return {"id": i, "ts": 0, "k": "a", "k2": 1, "v": v, "gap": 1}
+
+
+LATE_AFTER_ALL = ("AfterWatermark(late=AfterAll(AfterProcessingTime(5 milliseconds), "
+                  "ContinuousEventTime(5 milliseconds)))")
+
+
+def test_a_reset_late_after_all_does_not_fire_again_at_expiry():
+    """Found by the property test above. The late AfterAll fires its LATE pane at processing time 5
+    but does not finish (ContinuousEventTime never does), so nothing resets AfterProcessingTime:
+    its deadline stays reached. That timer fired once; the window's expiry (watermark to
+    infinity) must not fire it again (it made an empty final LATE pane)."""
+    ops = [("wm", 4), ("add", [_row(0), _row(1), _row(2, None)]), ("wm", 10),
+           ("add", [_row(3), _row(4), _row(5, None), _row(6, None)]), ("pt", 5), ("inf",)]
+    assert_matches_reference(_late_after_all_spec(LATE_AFTER_ALL), ops)
+
+
+@pytest.mark.parametrize("mode", ["discarding", "accumulating"])
+@pytest.mark.parametrize("trigger", [
+    LATE_AFTER_ALL,  # a fired deadline kept, beside a trigger that never finishes
+    f"Repeatedly(AfterAll(AfterProcessingTime(5 {MS}), Default()))",
+    # a deadline reached without firing (its AfterAll waits for 9 elements), beside a branch
+    # that still says fire
+    f"Repeatedly(AfterAny(AfterAll(AfterProcessingTime(0 {MS}), ContinuousEventTime(5 {MS})), "
+    f"AfterAll(AfterCount(9), AfterProcessingTime(5 {MS}))))",
+    # the same with an event-time timer: a continuous mark passed without firing
+    f"Repeatedly(AfterAny(AfterAll(AfterProcessingTime(0 {MS}), ContinuousEventTime(5 {MS})), "
+    f"AfterAll(ContinuousEventTime(2 {MS}), AfterCount(9))))",
+])
+def test_a_reached_timer_does_not_refire_the_window_in_later_steps(trigger, mode):
+    """Timers are one-shot (Beam's; the reference model's rule): a trigger that keeps a reached
+    timer (AfterAll beside a trigger that never finishes does not reset its sub-triggers) makes
+    the window a candidate in the batch that reaches the timer only, not at every later
+    watermark step: those would repeat panes (empty ones under discarding) while another branch
+    of the trigger still says fire. Nor is it reported as pending, so the Spark source schedules
+    no batch without input for it."""
+    ops = [("wm", 4), ("add", [_row(0), _row(1)]), ("wm", 10), ("add", [_row(3)]), ("pt", 5),
+           ("wm", 11), ("wm", 12), ("add", [_row(7)]), ("wm", 13), ("inf",)]
+    spec = _late_after_all_spec(trigger, mode)
     assert_matches_reference(spec, ops)
+    s = TestStream(process=FN + "ids", **spec)
+    assert any(run(s, ops[:5]))
+    ev, pt = s.operator.next_timers()
+    assert ev > s.operator.wm and pt > s.operator.proc
+    assert run(s, ops[5:7]) == [[], []]
