@@ -36,8 +36,8 @@ batch's ``timestamp`` in Spark's progress) to its pane being committed (ours: th
 batch to ``current``, from the Delta log; native: ``foreachBatch`` returning after the write).
 Prints p50 / p90 / p99 / max over the windows closed after the first ``--skip`` seconds, in
 seconds and in trigger intervals, and the mean cost of a micro-batch: Spark's own phases
-(``durationMs``: offsets, planning, the batch, the commit log) and, for ours, the slowest shard's
-read / step / snapshot (from the shard reports). Not part of the test suite.
+(``durationMs``: offsets, planning, the batch, the commit log) and, for ours, a shard's mean
+read / step / snapshot (over the shard reports). Not part of the test suite.
 """
 
 from __future__ import annotations
