@@ -25,7 +25,8 @@ class Groups:
     """The groups of ``labels`` (non-negative integers): ``rows`` the distinct labels ascending,
     ``ids`` each element's group number (an index into ``rows``), ``sizes`` elements per group.
     Reductions take per-element ``values`` and an optional ``valid`` mask (elements left out,
-    as nulls are); a group with no valid element gets ``fill``."""
+    as nulls are); a group with no valid element gets ``fill``. ``Groups.known`` takes a grouping
+    already found (its ``rows`` in any order)."""
 
     def __init__(self, labels: np.ndarray) -> None:
         labels = np.asarray(labels, dtype=np.int64)
@@ -40,6 +41,14 @@ class Groups:
         else:
             self.rows, self.ids = np.unique(labels, return_inverse=True)
             self.sizes = np.bincount(self.ids, minlength=len(self.rows))
+
+    @classmethod
+    def known(cls, ids: np.ndarray, rows: np.ndarray, sizes: np.ndarray) -> "Groups":
+        """The grouping where element ``i`` has label ``rows[ids[i]]`` — every group non-empty
+        (``sizes > 0``), ``rows`` distinct, in any order — without counting the labels again."""
+        grp = cls.__new__(cls)
+        grp.ids, grp.rows, grp.sizes = ids, rows, sizes
+        return grp
 
     def __len__(self) -> int:
         return len(self.rows)

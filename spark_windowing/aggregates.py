@@ -271,7 +271,7 @@ def _col_name(i: int) -> str:
 
 
 def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts: np.ndarray,
-                 hold_ts: np.ndarray | None, arrival: np.ndarray | None = None
+                 hold_ts: np.ndarray | None, arrival: np.ndarray | None = None, groups: Groups | None = None
                  ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
     """Group (element, window) pairs by target row id ``g``; return (rows, counts/holds, partials).
     (Long: one Arrow ``group_by`` over the specs every aggregate contributes, then its result
@@ -280,11 +280,12 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
     ``pairs`` holds the elements' columns (one row per pair, arrival order), ``ts`` their event
     times, ``hold_ts`` the times that count for the watermark hold (NaT-like = MAX where they don't),
     ``arrival`` their arrival numbers (process functions' buffers; default: the pairs' order).
-    Sums, counts, minima and maxima of numeric columns are reduced in NumPy (``_groups``);
+    Sums, counts, minima and maxima of numeric columns are reduced in NumPy (``_groups``), over
+    ``groups`` when the caller already has ``g``'s grouping (rows then come in its order);
     other aggregates go through Arrow's hash group-by.
     """
     if _numpy_groupable(aggs, pairs):
-        return _preaggregate_numpy(aggs, pairs, g, ts, hold_ts)
+        return _preaggregate_numpy(aggs, pairs, groups or Groups(g), ts, hold_ts)
     cols: dict[str, Any] = {"__g": pa.array(g, pa.int64()), "__ts": pa.array(ts, pa.int64())}
     specs: list[tuple[str, str]] = [("__ts", "count"), ("__ts", "min"), ("__ts", "max")]
     if hold_ts is not None:
@@ -450,11 +451,10 @@ def _values_and_validity(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, n
     return (col.fill_null(0).to_numpy() if not pa.types.is_null(col.type) else np.zeros(len(col), np.int64)), valid
 
 
-def _preaggregate_numpy(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts: np.ndarray,
+def _preaggregate_numpy(aggs: list[BoundAggregate], pairs: pa.Table, grp: Groups, ts: np.ndarray,
                         hold_ts: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
-    """``preaggregate`` for ``_numpy_groupable`` aggregates: the same rows (ascending), counts,
+    """``preaggregate`` for ``_numpy_groupable`` aggregates: the same rows (``grp``'s), counts,
     holds and partials, by dense-label reductions in the pairs' order."""
-    grp = Groups(g)
     res: dict[str, np.ndarray] = {"n": grp.sizes, "min_ts": grp.min(ts, fill=0), "max_ts": grp.max(ts, fill=0)}
     if hold_ts is not None:
         held = hold_ts != np.iinfo(np.int64).max

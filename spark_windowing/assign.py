@@ -44,16 +44,17 @@ class WindowAssigner:
         self.spec, self.table, self.aggs, self.firing = spec, table, aggs, firing
 
     def fold(self, g: np.ndarray, pairs: pa.Table, pts: np.ndarray, clock: Clock, sign: int = 1,
-             arrival: np.ndarray | None = None) -> tuple[np.ndarray, dict]:
+             arrival: np.ndarray | None = None, groups: Groups | None = None) -> tuple[np.ndarray, dict]:
         """Pre-aggregate (element, window) pairs per target row ``g`` and fold them into state;
         ``sign=-1``: take them out (retracted input rows of window=inherit). ``arrival``: the
-        pairs' arrival numbers (default: this batch, in the pairs' order)."""
+        pairs' arrival numbers (default: this batch, in the pairs' order); ``groups``: ``g``'s
+        grouping, when ``assign_fixed`` found it."""
         hold = None
         if self.spec.timestamp_combiner != "end_of_window" and sign > 0:
             hold = np.where(pts >= clock.wm, pts, I64_MAX)
         if arrival is None:
             arrival = (clock.seq << 32) + np.arange(len(g), dtype=np.int64)
-        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold, arrival)
+        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold, arrival, groups)
         if sign < 0:
             agg.subtract_partials(self.aggs, self.table.cols, rows, partials)
         else:
@@ -107,7 +108,7 @@ class WindowAssigner:
         rep = first[b_rows]                                   # an element of each bucket
         src = np.repeat(np.arange(len(b_rows)), k)            # expanded row -> bucket partial
         ws = (start[rep][:, None] - np.arange(k, dtype=np.int64)[None, :] * w.slide).ravel()
-        g, _ = self.assign_fixed(key_table, rep[src], ws, ws + w.size)
+        g, _, _ = self.assign_fixed(key_table, rep[src], ws, ws + w.size)
         rows, res, partials = agg.combine_partials(self.aggs, g, src, b_res, b_part)
         self.merge_into(rows, res, partials)
         return rows, res
@@ -131,8 +132,9 @@ class WindowAssigner:
         return base[kid] + within if n_keys else within
 
     def assign_fixed(self, keys: pa.Table, which: np.ndarray, ws: np.ndarray, we: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """Row index per (element, window) pair, creating rows for new windows. Pair ``i`` is the
+                     ) -> tuple[np.ndarray, np.ndarray, Groups]:
+        """Row index per (element, window) pair, creating rows for new windows, which pairs fell
+        into a closed window, and the pairs grouped by row (for ``fold``). Pair ``i`` is the
         window ``[ws[i], we[i])`` of key row ``which[i]`` of ``keys``.
 
         A window is identified by (key, start) — or (key, start, end) where starts are shared
@@ -147,7 +149,8 @@ class WindowAssigner:
         pair (hashed): both depend only on the batch's events, not on which rows are in memory.
         """
         if len(ws) == 0:  # every pair of the batch was too late
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+            none = np.zeros(0, dtype=np.int64)
+            return none, np.zeros(0, dtype=bool), Groups.known(none, none, none)
         n = len(self.table)
         cand = np.flatnonzero((self.table.ws >= ws.min()) & (self.table.ws <= ws.max()))
         kid_keys, kid_state = factorize([keys, self.table.keys if len(cand) == n else self.table.key_rows(cand)])
@@ -155,7 +158,7 @@ class WindowAssigner:
                                        np.concatenate([self.table.we[cand], we]))
         comp_state = kid_state * n_ws + ws_ids[:len(cand)]
         comp_pairs = kid_keys[which] * n_ws + ws_ids[len(cand):]
-        group, row, rep = _match(comp_pairs, comp_state, cand)
+        group, row, rep, sizes = _match(comp_pairs, comp_state, cand)
         new = row < 0
         if new.any():
             row[new] = self.table.append(keys.take(pa.array(which[rep[new]])), ws[rep[new]], we[rep[new]])
@@ -163,7 +166,7 @@ class WindowAssigner:
         closed = np.zeros(len(g), dtype=bool)
         if n:
             closed = (g < n) & self.table.closed[np.minimum(g, n - 1)]
-        return g, closed
+        return g, closed, Groups.known(group, row, sizes)
 
     def _start_ids(self, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, int]:
         """Dense ids of the window starts ``ws`` (of (start, end) for shared starts) and their
@@ -278,10 +281,10 @@ class WindowAssigner:
 
 
 def _match(comp_pairs: np.ndarray, comp_state: np.ndarray, cand: np.ndarray
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Group pairs by window id and find each window among the candidate state rows: (group per
-    pair, state row per group or -1, a pair of each group). Ids in a dense range are counted and
-    looked up in an array; others are hashed (groups in order of first appearance)."""
+    pair, state row per group or -1, a pair of each group, pairs per group). Ids in a dense range
+    are counted and looked up in an array; others are hashed (groups in order of first appearance)."""
     top = int(max(comp_pairs.max(), comp_state.max(initial=0))) + 1
     if top <= 2 * (len(comp_pairs) + len(comp_state)) + 1024:
         grp = Groups(comp_pairs)
@@ -289,7 +292,7 @@ def _match(comp_pairs: np.ndarray, comp_state: np.ndarray, cand: np.ndarray
         rep[grp.ids] = np.arange(len(comp_pairs), dtype=np.int64)
         slot = np.full(top, -1, dtype=np.int64)
         slot[comp_state] = cand
-        return grp.ids, slot[grp.rows], rep
+        return grp.ids, slot[grp.rows], rep, grp.sizes
     group, uniques = pd().factorize(comp_pairs)
     rep = np.full(len(uniques), -1, dtype=np.int64)
     rep[group[::-1]] = np.arange(len(group))[::-1]
@@ -297,4 +300,4 @@ def _match(comp_pairs: np.ndarray, comp_state: np.ndarray, cand: np.ndarray
     if len(cand):
         at = pd().Index(comp_state).get_indexer(uniques)
         row[at >= 0] = cand[at[at >= 0]]
-    return group.astype(np.int64), row, rep
+    return group.astype(np.int64), row, rep, np.bincount(group, minlength=len(uniques))

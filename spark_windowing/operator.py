@@ -301,13 +301,14 @@ class WindowedOperator:
         if too_late.any():
             self._drop_pairs(too_late, LATE_REASON_TOO_LATE, el.events, idx, ws, we, out)
             idx, ws, we = idx[~too_late], ws[~too_late], we[~too_late]
+        groups = None  # g's grouping, while it holds every pair
         if spec.window.merging:
             g, closed = assigner.assign_sessions(el.key_table.take(pa.array(idx)), ws, we, self.clock, out)
         else:
-            g, closed = assigner.assign_fixed(el.key_table, idx, ws, we)
+            g, closed, groups = assigner.assign_fixed(el.key_table, idx, ws, we)
         if closed.any():
             self._drop_pairs(closed, LATE_REASON_CLOSED, el.events, idx, ws, we, out)
-            idx, g = idx[~closed], g[~closed]
+            idx, g, groups = idx[~closed], g[~closed], None
         touched = _Touched(self.num_windows)
         for rows, res in bucketed:
             touched.add(rows, res)
@@ -317,8 +318,8 @@ class WindowedOperator:
             arrival = (self.seq << 32) + idx  # arrival numbers: per key, the upstream order (process buffers)
             for sign, sel in ((1, ~neg), (-1, neg)):
                 if sel.any():
-                    touched.add(*assigner.fold(g[sel], _rows(pairs, idx[sel]), el.ts[idx[sel]],
-                                               self.clock, sign=sign, arrival=arrival[sel]))
+                    touched.add(*assigner.fold(g[sel], _rows(pairs, idx[sel]), el.ts[idx[sel]], self.clock,
+                                               sign=sign, arrival=arrival[sel], groups=groups if sel.all() else None))
         return touched.arrays()
 
     # ------------------------------------------------------------------ buffered kinds (mixed.py)

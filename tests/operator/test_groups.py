@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_windowing import aggregates as agg
+from spark_windowing._groups import Groups
 
 TEXT = "sum(i) AS a, min(i) AS b, max(i) AS c, count(i) AS d, avg(f) AS e, min(f) AS g, max(f) AS h, count(*) AS n"
 SCHEMA = pa.schema([("i", pa.int64()), ("f", pa.float64())])
@@ -45,7 +46,9 @@ def test_numpy_preaggregation_equals_the_arrow_group_by(batch):
     pairs = pa.table({"i": pa.array(ints, pa.int64()), "f": pa.array(floats, pa.float64())})
     g, t, h = np.array(labels, np.int64), np.array(ts, np.int64), np.array(holds, np.int64)
     assert agg._numpy_groupable(aggs, pairs)
-    fast = _as_dict(*agg._preaggregate_numpy(aggs, pairs, g, t, h))
+    fast = _as_dict(*agg._preaggregate_numpy(aggs, pairs, Groups(g), t, h))
+    known = _as_dict(*agg._preaggregate_numpy(aggs, pairs, _shuffled_grouping(g), t, h))
+    assert known == fast
     original = agg._numpy_groupable
     agg._numpy_groupable = lambda *a: False  # the Arrow path of the same function
     try:
@@ -55,3 +58,15 @@ def test_numpy_preaggregation_equals_the_arrow_group_by(batch):
     assert fast.keys() == arrow.keys()
     for name in fast:
         assert [None if v is None else pytest.approx(v, rel=1e-12, abs=1e-9) for v in arrow[name]] == fast[name], name
+
+
+def _shuffled_grouping(labels: np.ndarray) -> Groups:
+    """``labels``' grouping as ``assign_fixed`` hands it over: groups numbered in an order of
+    their own (here: reversed first appearance), not by ascending label."""
+    uniq, first = np.unique(labels[::-1], return_index=True)
+    order = np.argsort(first)  # last-appearing label first
+    rows = uniq[order]
+    number = np.empty(len(uniq), dtype=np.int64)
+    number[order] = np.arange(len(uniq))
+    ids = number[np.searchsorted(uniq, labels)]
+    return Groups.known(ids, rows, np.bincount(ids, minlength=len(rows)))
