@@ -17,7 +17,8 @@ events with Spark's default 1g) times, per window kind, ``--runs`` times each:
   plus a late-data count), ``--shards`` shards;
 
 all ``availableNow`` with the same ``maxFilesPerTrigger`` (≈10 micro-batches) into the ``noop``
-sink, after one untimed warm-up query per engine. Also, once per window kind: the operator alone
+sink, after one untimed warm-up query per engine; before every timed query the JVM and this
+process collect their garbage, so no run pays for the heap the previous engine left. Also, once per window kind: the operator alone
 (``WindowedOperator.step`` in this process, one thread, over the same events as ``--batches``
 bundles read into memory first: no Spark, no snapshots). Prints each run, then per engine the
 min / median / max seconds and µs per event, the speedups over the runs (min / median / max of
@@ -82,6 +83,14 @@ def timed(query) -> float:
     if query.exception():
         raise query.exception()
     return time.perf_counter() - t0
+
+
+def collect_garbage(spark) -> None:
+    """A full collection in the JVM (driver and executors: local mode) and in this process, so a
+    timed query starts with the heap of neither the warm-up nor the other engine's last run."""
+    import gc
+    gc.collect()
+    spark.sparkContext._jvm.java.lang.System.gc()
 
 
 def run_native(spark, directory: str, expr: str, max_files: int, delay: str, chk: str,
@@ -302,6 +311,7 @@ def main(argv: list[str] | None = None) -> None:
                 if engine == "ours" and args.profile and run == 0:
                     os.makedirs(args.profile, exist_ok=True)
                     profile = os.path.join(args.profile, f"{name}.txt")
+                collect_garbage(spark)
                 with WorkerWatch(profile) as watch:
                     times[engine].append(runners[engine](exp, work))
                 if engine == "ours":
