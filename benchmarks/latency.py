@@ -345,7 +345,8 @@ def main(argv: list[str] | None = None) -> None:
     feed_text = "parquet files" if args.feed == "files" else f"Kafka, {args.partitions} partitions"
     print(f"{args.rate:,} events/s ({feed_text}), {args.keys:,} keys, event time {args.event_speed:g}x wall time, "
           f"tumbling 10 s windows, bounded(2 s), trigger {args.trigger}, {args.seconds:g} s per engine (not counted: "
-          f"the first {args.skip:g} s and then until a batch keeps up with the trigger), local[2], {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", flush=True)
+          f"the first {args.skip:g} s and then until a batch keeps up with the trigger), local[2], "
+          f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", flush=True)
     base = args.dir or tempfile.mkdtemp(prefix="latency-")
     bootstrap, local = broker(args, base)
     try:

@@ -18,9 +18,10 @@ events with Spark's default 1g) times, per window kind, ``--runs`` times each:
 
 all ``availableNow`` with the same ``maxFilesPerTrigger`` (≈10 micro-batches) into the ``noop``
 sink, after one untimed warm-up query per engine; before every timed query the JVM and this
-process collect their garbage, so no run pays for the heap the previous engine left. Also, once per window kind: the operator alone
-(``WindowedOperator.step`` in this process, one thread, over the same events as ``--batches``
-bundles read into memory first: no Spark, no snapshots). Prints each run, then per engine the
+process collect their garbage, so no run pays for the heap the previous engine left. Also, once
+per window kind: the operator alone (``WindowedOperator.step`` in this process, one thread, over
+the same events as ``--batches`` bundles read into memory first: no Spark, no snapshots). Prints
+each run, then per engine the
 min / median / max seconds and µs per event, the speedups over the runs (min / median / max of
 native / ours per run) and ours / operator alone; and the peak resident memory of each Python
 worker during our query. ``--profile DIR`` samples the Python workers with py-spy during our
@@ -31,6 +32,7 @@ test suite.
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import os
 import shutil
@@ -88,7 +90,6 @@ def timed(query) -> float:
 def collect_garbage(spark) -> None:
     """A full collection in the JVM (driver and executors: local mode) and in this process, so a
     timed query starts with the heap of neither the warm-up nor the other engine's last run."""
-    import gc
     gc.collect()
     spark.sparkContext._jvm.java.lang.System.gc()
 
