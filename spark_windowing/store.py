@@ -324,7 +324,9 @@ class StateStore:
             parts.append(table_to_cols(self.op, pa.Table.from_batches(batches, schema)))
         if parts:
             keys = pa.concat_tables([k for k, _ in parts])
-            self.op.import_rows(keys, {c: np.concatenate([cols[c] for _, cols in parts]) for c in parts[0][1]})
+            cols = parts[0][1] if len(parts) == 1 else \
+                {c: np.concatenate([cols[c] for _, cols in parts]) for c in parts[0][1]}
+            self.op.import_rows(keys, cols)
         self.resident[buckets] = True
 
     def _row_schema(self, omitted: frozenset[str] | None) -> pa.Schema:

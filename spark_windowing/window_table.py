@@ -155,12 +155,13 @@ class WindowTable:
 
     def import_rows(self, keys: pa.Table, cols: dict[str, np.ndarray]) -> None:
         """Append whole rows (every column given, as ``state_codec.table_to_cols`` decodes them),
-        in any order: panes are ordered by row id."""
+        in any order: panes are ordered by row id. The table takes ownership of ``cols``' arrays."""
         if keys.num_rows == 0:
             return
+        empty = len(self) == 0
         self._append_keys(keys)
-        for name in self.cols:
-            self.cols[name] = np.concatenate([self.cols[name], cols[name]])
+        for name, col in self.cols.items():  # into an empty table the given arrays become the columns
+            self.cols[name] = cols[name].astype(col.dtype, copy=False) if empty else np.concatenate([col, cols[name]])
 
     def replace(self, keys: pa.Table, cols: dict[str, np.ndarray]) -> None:
         """Every row at once (a restored snapshot)."""
