@@ -5,6 +5,7 @@ A query's state location ``S`` (``stateLocation``)::
     S/spec.json                         shard count, key buckets and spec fingerprint it was written with
     S/shards/<shard:04d>/               one state store per shard (``spark_windowing.store``)
     S/reports/<seq>/shard-<i>.json      what each shard's step did in micro-batch ``seq`` (progress)
+    S/claims/<seq>/shard-<i>            which partition ran shard ``i`` in micro-batch ``seq`` (``affinity``)
     S/sources/manifest.json             the file source's file list (``sources2``: a join's stream 2)
 
 A pane sink's root ``P`` (``writeStream.format("windowed")``)::
@@ -48,6 +49,7 @@ def metrics_path(base: str, batch_id: int) -> str:
 
 # ---------------------------------------------------------------------- a query's state location
 REPORTS_DIR = "reports"
+CLAIMS_DIR = "claims"
 SHARDS_DIR = "shards"
 SPEC_MARKER = "spec.json"
 #: The file source's manifest directory; a join's second stream uses ``sources2``.
@@ -66,6 +68,12 @@ def store_root(state: str, shard: int) -> str:
 def reports_dir(state: str, seq: int | None = None) -> str:
     """The reports directory, or that of micro-batch ``seq``."""
     base = f"{state.rstrip('/')}/{REPORTS_DIR}"
+    return base if seq is None else f"{base}/{int(seq)}"
+
+
+def claims_dir(state: str, seq: int | None = None) -> str:
+    """The shard claims directory, or that of micro-batch ``seq``."""
+    base = f"{state.rstrip('/')}/{CLAIMS_DIR}"
     return base if seq is None else f"{base}/{int(seq)}"
 
 

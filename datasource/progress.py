@@ -24,7 +24,9 @@ after the micro-batch ending at the offset with ``seq`` N has run, shard *i* has
 ``<state>/reports/<N>/shard-<i>.json`` with ``events_in``, ``panes_trigger``,
 ``panes_retraction``, ``late_dropped``, ``malformed``, ``watermark_us`` (UTC µs or null),
 ``state_rows``, ``state_bytes`` and ``duration_ms``, and where that time went: ``read_ms``,
-``step_ms``, ``snapshot_ms``. ``read_batch_report`` sums the shards (times: the slowest shard).
+``step_ms``, ``snapshot_ms``, and ``state_reloads`` (1 when the shard read its state back from
+``stateLocation`` because Spark ran its previous batch in another Python worker).
+``read_batch_report`` sums the shards (times: the slowest shard).
 
 ``read_batch_report`` and ``format_progress`` need no Spark; only the listener class imports
 pyspark, on first use (``datasource.progress.WindowedProgressListener``).
@@ -85,6 +87,9 @@ class BatchReport:
     read_ms: float = 0.0
     step_ms: float = 0.0
     snapshot_ms: float = 0.0
+    #: shards that read their state back from storage this batch instead of reusing the Python
+    #: worker's in-memory copy (Spark handed the shard to another worker; part of ``read_ms``)
+    state_reloads: int = 0
 
     @property
     def panes(self) -> int:
@@ -119,6 +124,7 @@ def read_batch_report(state: str, seq: int) -> BatchReport | None:
                        watermark_us=max(watermarks) if watermarks else None,
                        duration_ms=max(s["duration_ms"] for s in shards),
                        skipped_offsets=sum(s["skipped_offsets"] for s in shards),
+                       state_reloads=sum(s["state_reloads"] for s in shards),
                        **{f: max(s[f] for s in shards) for f in _PHASE_FIELDS})
 
 
@@ -153,7 +159,9 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
         f"watermark {_format_watermark(report.watermark)}",
         f"state {report.state_rows:,} windows / {format_bytes(report.state_bytes)}",
         *([f"skipped offsets {report.skipped_offsets:,} (data loss)"] if report.skipped_offsets else []),
-        *([f"shard read {report.read_ms:,.0f} / step {report.step_ms:,.0f} / snapshot {report.snapshot_ms:,.0f} ms"]
+        *([f"shard read {report.read_ms:,.0f} / step {report.step_ms:,.0f} / snapshot {report.snapshot_ms:,.0f} ms"
+           + (f" (state reloaded by {report.state_reloads} shard{'s' if report.state_reloads > 1 else ''})"
+              if report.state_reloads else "")]
           if report.read_ms or report.step_ms or report.snapshot_ms else []),
         *tail,
     ])
@@ -336,8 +344,12 @@ def _read_shard(fs, path: str) -> dict:
         v = data.get(f, 0.0)
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             raise ValueError(f"{path}: field {f!r} must be a number, got {v!r}")
+    reloads = data.get("state_reloads", 0)  # absent in reports of earlier releases
+    if not _is_int(reloads):
+        raise ValueError(f"{path}: field 'state_reloads' must be an integer, got {reloads!r}")
     return {**{f: data[f] for f in _COUNT_FIELDS}, "watermark_us": wm, "duration_ms": float(dur),
-            "skipped_offsets": skipped, **{f: float(data.get(f, 0.0)) for f in _PHASE_FIELDS}}
+            "skipped_offsets": skipped, "state_reloads": reloads,
+            **{f: float(data.get(f, 0.0)) for f in _PHASE_FIELDS}}
 
 
 def _is_int(v: Any) -> bool:

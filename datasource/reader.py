@@ -4,7 +4,8 @@ Data flow per micro-batch::
 
     latestOffset(start)  driver: upstream position, batch time, global watermark  -> end offset
     partitions(s, e)     driver: one partition per key shard (all shards, every batch)
-    read(shard)          executor: state @s -> read & filter events -> operator.step -> state @e
+    read(partition)      executor: claim a shard (preferably one this worker holds: ``affinity``),
+                         state @s -> read & filter events -> operator.step -> state @e
                          (atomic), late rows -> lateDataPath (exactly once), report -> panes
     commit(e)            driver: drop snapshots older than e
 
@@ -40,6 +41,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import StructType
 
 from datasource import kafka, layout, storage, upstream
+from datasource.affinity import keep_open, shard_to_run, take_open
 from datasource._memory import release_arrow_memory
 from datasource.maintenance import maintain, upkeep_due
 from datasource._types import arrow_to_spark_schema
@@ -52,12 +54,6 @@ from spark_windowing.panes import TIMESTAMP
 from spark_windowing.process import load_process
 from spark_windowing.store import StateStore, collect_garbage, manifest_digest, manifest_uri
 
-#: Open state stores of this Python worker, by (state location, shard): the next micro-batch of a
-#: shard that lands here continues from memory instead of re-reading its state (Spark's state
-#: store providers do the same on executors). Only a store whose offset and manifest match the
-#: batch's start is reused; anything else is loaded from the state location.
-_STORES: dict[tuple[str, int], StateStore] = {}
-_MAX_CACHED_STORES = 4
 #: Garbage (older snapshots, reports) is collected every this many batches: one listing per shard
 #: per ``GC_EVERY`` batches instead of every batch.
 GC_EVERY = 10
@@ -86,7 +82,8 @@ def stream_schema(options: dict[str, str]) -> StructType:
 
 
 class ShardPartition(InputPartition):
-    """One key shard of one micro-batch."""
+    """One slot of one micro-batch: it runs key shard ``shard``, or another one it claims in
+    ``read()`` (``datasource.affinity``)."""
 
     def __init__(self, shard: int, start: dict, end: dict, planned: Any) -> None:
         super().__init__(shard)
@@ -225,8 +222,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         """Spark has finished everything up to ``end``: the late-data table's upkeep when it is due
         (``compactEvery``, ``vacuumEvery``, ``checkpointEvery`` count micro-batches), and every
-        ``GC_EVERY`` batches, drop older snapshots and reports (listing the state location, the
-        only place it is listed)."""
+        ``GC_EVERY`` batches, drop older snapshots, reports and shard claims (listing the state
+        location, the only place it is listed)."""
         seq = int(end["seq"])
         late = self.cfg.late_data_path
         if late and upkeep_due(seq, self.cfg.late_maintenance) and _is_delta_table(late):
@@ -235,9 +232,10 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return
         for shard in range(self.cfg.shards):
             collect_garbage(storage, store_root(self.cfg, shard), seq)
-        for info in storage.list_dir(layout.reports_dir(self.cfg.state_location)):
-            if info.base_name.isdigit() and int(info.base_name) < seq - 20:
-                storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
+        for directory in (layout.reports_dir(self.cfg.state_location), layout.claims_dir(self.cfg.state_location)):
+            for info in storage.list_dir(directory):
+                if info.base_name.isdigit() and int(info.base_name) < seq - 20:
+                    storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
 
     def _check_state_location(self) -> None:
         """The state location records the shard count and windowing spec it was written with;
@@ -260,8 +258,11 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
         t0 = time.perf_counter()
+        shard = shard_to_run(self.cfg.state_location, self.cfg.shards, partition=partition.shard,
+                             start_seq=int(partition.start["seq"]), seq=int(partition.end["seq"]))
+        partition = ShardPartition(shard, partition.start, partition.end, partition.planned)
         cfg, shard, start, end = self.cfg, partition.shard, partition.start, partition.end
-        store = open_store(cfg, shard, int(start["seq"]))
+        store, reloaded = open_store(cfg, shard, int(start["seq"]))
         op = store.op
         events, key_hash = self._events(partition)
         maxima = _batch_maxima(cfg, op, events)
@@ -283,13 +284,10 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         t_late = time.perf_counter()
         written = store.persist(int(end["seq"]))
         store.evict()
-        _STORES.pop((cfg.state_location, shard), None)
-        _STORES[(cfg.state_location, shard)] = store
-        while len(_STORES) > _MAX_CACHED_STORES:
-            _STORES.pop(next(iter(_STORES)))
+        keep_open(cfg.state_location, shard, store)
         report = _shard_report(store, events.num_rows, m, written, t0, maxima)
         report.update(read_ms=_ms(t_read - t0), step_ms=_ms(t_late - t_read),
-                      snapshot_ms=_ms(time.perf_counter() - t_late))
+                      snapshot_ms=_ms(time.perf_counter() - t_late), state_reloads=int(reloaded))
         if cfg.kafka is not None:
             report["partition_max_us"] = maxima.partition_max
             report["skipped_offsets"] = partition.planned["skipped"] if shard == 0 else 0
@@ -390,20 +388,22 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
     return tops
 
 
-def open_store(cfg: SourceConfig, shard: int, seq: int) -> StateStore:
-    """The shard's state as of offset ``seq``: this worker's open store when it is exactly that
-    state (same offset, same manifest on storage), else opened from the manifest (empty at 0).
-    A missing or corrupt snapshot raises SnapshotError."""
+def open_store(cfg: SourceConfig, shard: int, seq: int) -> tuple[StateStore, bool]:
+    """The shard's state as of offset ``seq``, and whether it was reloaded: this worker's open
+    store when it is exactly that state (same offset, same manifest on storage), else opened from
+    the manifest (empty at 0; reloaded when ``seq`` > 0: Spark ran the shard's previous batch in
+    another Python worker, or this one was restarted). A missing or corrupt snapshot raises
+    SnapshotError."""
     root = store_root(cfg, shard)
     kw = dict(buckets=cfg.state_buckets, max_rows=cfg.state_memory_rows)
-    cached = _STORES.pop((cfg.state_location, shard), None)
+    cached = take_open(cfg.state_location, shard)
     if cached is not None and cached.op.seq == seq and cached.spec == cfg.spec and seq > 0 \
             and cached.n_buckets == cfg.state_buckets:
         blob = storage.read_bytes(manifest_uri(root, seq), missing_ok=True)
         if blob is not None and manifest_digest(blob) == cached.manifest_digest:
             cached.max_rows = cfg.state_memory_rows
-            return cached
-    return StateStore.open(cfg.spec, storage, root, seq, input_schema(cfg), **kw)
+            return cached, False
+    return StateStore.open(cfg.spec, storage, root, seq, input_schema(cfg), **kw), seq > 0
 
 
 def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:

@@ -137,6 +137,21 @@ def test_the_line_shows_where_the_slowest_shard_spent_its_time(tmp_path):
     assert line == EXAMPLE.replace("| 640 ms", "| shard read 20 / step 300 / snapshot 96 ms | 640 ms")
 
 
+def test_the_line_counts_shards_that_reloaded_their_state(tmp_path):
+    """``state_reloads`` sums over the shards (absent in earlier reports: 0) and is named after
+    the phases; a report whose field is not an integer is rejected, naming the file."""
+    timed = [{**SHARDS[0], "read_ms": 210.0, "step_ms": 300.2, "snapshot_ms": 80.0, "state_reloads": 1},
+             {**SHARDS[1], "read_ms": 20.0, "step_ms": 250.0, "snapshot_ms": 95.6, "state_reloads": 1}, SHARDS[2]]
+    write_reports(str(tmp_path), 12, timed)
+    report = read_batch_report(str(tmp_path), 12)
+    assert report.state_reloads == 2
+    line = format_progress(report, batch_id=12, query_name="clicks", duration_ms=640)
+    assert "| shard read 210 / step 300 / snapshot 96 ms (state reloaded by 2 shards) | 640 ms" in line
+    write_reports(str(tmp_path), 13, [{**SHARDS[0], "state_reloads": "yes"}])
+    with pytest.raises(ValueError, match=r"shard-0\.json.*'state_reloads' must be an integer"):
+        read_batch_report(str(tmp_path), 13)
+
+
 def test_format_progress_missing_report():
     assert format_progress(None, batch_id=7, query_name="clicks", duration_ms=80,
                            missing="/s/reports/7") == \

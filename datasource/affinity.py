@@ -1,0 +1,123 @@
+"""Shard affinity: a task runs the shard whose state its Python worker already holds.
+
+Each Python worker keeps the state stores it has open (``keep_open``, ``take_open``): the next
+micro-batch of a shard that lands on the same worker continues from memory instead of reading
+the shard's state back (Spark's state store providers do the same on executors). A store is only
+reused when its offset and manifest match the batch's start (``datasource.reader.open_store``).
+
+Spark hands the tasks of a micro-batch to whichever Python workers are idle, in the order the
+workers came free. So the worker that ran shard 0 in one batch runs shard 1 in the next about
+as often as not, and must then read that shard's state back from ``stateLocation`` (a 20 M-event
+tumbling benchmark reloaded in 14 of 20 shard-batches). Spark's own state stores avoid this with
+preferred locations; a Python source cannot set them, so the task chooses instead: a partition is
+a slot, and each slot *claims* one shard for its micro-batch, preferring one the worker holds.
+
+A claim is the file ``<state>/claims/<seq>/shard-<s>`` holding the partition's number, created
+exclusively (the first writer wins). The ``shards`` partitions of a batch claim the ``shards``
+shards one each:
+
+* a partition that has claimed a shard in this batch before (a retried task, a replayed batch)
+  runs that shard again;
+* otherwise it tries the shards its worker holds as of the batch's start, then the shard of its
+  own number, then the others in order, and runs the first it gets.
+
+Everything a shard writes (its snapshot, report and late rows) is named by the shard, not the
+partition, so which slot runs it changes nothing downstream. Claims need a local ``stateLocation``
+(exclusive create); on object stores a partition runs the shard of its own number.
+
+>>> import tempfile
+>>> d = tempfile.mkdtemp()
+>>> claim_shard(d, partition=0, preferred=[1], shards=2), claim_shard(d, partition=1, preferred=[1], shards=2)
+(1, 0)
+>>> claim_shard(d, partition=1, preferred=[], shards=2)  # a retry of partition 1: the same shard
+0
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import TYPE_CHECKING
+
+from datasource import layout, storage
+
+if TYPE_CHECKING:  # pragma: no cover
+    from spark_windowing.store import StateStore
+
+__all__ = ["shard_to_run", "claim_shard", "held_shards", "keep_open", "take_open"]
+
+#: This worker's open state stores by (state location, shard), least recently used first.
+_STORES: dict[tuple[str, int], "StateStore"] = {}
+MAX_OPEN_STORES = 4
+
+
+def keep_open(state: str, shard: int, store: "StateStore") -> None:
+    """Keep ``store`` (shard ``shard`` of state location ``state``) for this worker's next batch."""
+    _STORES.pop((state, shard), None)
+    _STORES[(state, shard)] = store
+    while len(_STORES) > MAX_OPEN_STORES:
+        _STORES.pop(next(iter(_STORES)))
+
+
+def take_open(state: str, shard: int) -> "StateStore | None":
+    """The store this worker kept for the shard (removed from the cache), or None."""
+    return _STORES.pop((state, shard), None)
+
+
+def held_shards(state: str, seq: int) -> list[int]:
+    """The shards of ``state`` whose store this worker holds as of offset ``seq`` (> 0)."""
+    return [shard for (where, shard), store in _STORES.items() if where == state and store.op.seq == seq > 0]
+
+
+def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int) -> int:
+    """The shard partition ``partition`` of micro-batch ``seq`` (starting at offset ``start_seq``)
+    runs: with a local state location ``state``, the one it claims, preferring those this worker
+    holds; else the shard of its own number."""
+    fs, root = storage.filesystem(state)
+    if shards == 1 or not storage.is_local(fs):
+        return partition
+    return claim_shard(layout.claims_dir(root, seq), partition=partition, preferred=held_shards(state, start_seq),
+                       shards=shards)
+
+
+def claim_shard(directory: str, *, partition: int, preferred: list[int], shards: int) -> int:
+    """The shard partition ``partition`` runs in the batch whose claims are in ``directory`` (a
+    local path), claiming it if it has none yet (see the module docstring for the order)."""
+    os.makedirs(directory, exist_ok=True)
+    held = _claims(directory)
+    mine = [s for s, p in held.items() if p == partition]
+    if mine:
+        return mine[0]
+    for shard in dict.fromkeys([*preferred, partition % shards, *range(shards)]):
+        if shard not in held and _create_exclusive(os.path.join(directory, f"shard-{shard}"), partition):
+            return shard
+    raise RuntimeError(f"{directory}: every shard of this micro-batch is claimed by another partition "
+                       f"({_claims(directory)}), none by partition {partition}; the claims directory was "
+                       "changed while the query ran")
+
+
+def _claims(directory: str) -> dict[int, int]:
+    """shard -> the partition that claimed it, from the claim files in ``directory``."""
+    out = {}
+    for name in os.listdir(directory):
+        if name.startswith("shard-") and name[6:].isdigit():
+            with open(os.path.join(directory, name), encoding="ascii") as f:
+                out[int(name[6:])] = int(f.read())
+    return out
+
+
+def _create_exclusive(path: str, partition: int) -> bool:
+    """Publish ``path`` holding ``partition`` unless it exists (then False). Written to a temporary
+    file and flushed to disk first, so a claim is never seen half-written, even after a crash."""
+    tmp = f"{os.path.dirname(path)}/.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(str(partition))
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)  # fails if the name exists: the first writer wins
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
