@@ -258,10 +258,10 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
         t0 = time.perf_counter()
-        shard = shard_to_run(self.cfg.state_location, self.cfg.shards, partition=partition.shard,
-                             start_seq=int(partition.start["seq"]), seq=int(partition.end["seq"]))
-        partition = ShardPartition(shard, partition.start, partition.end, partition.planned)
-        cfg, shard, start, end = self.cfg, partition.shard, partition.start, partition.end
+        cfg, start, end = self.cfg, partition.start, partition.end
+        shard = shard_to_run(cfg.state_location, cfg.shards, partition=partition.shard, start_seq=int(start["seq"]),
+                             seq=int(end["seq"]))
+        partition = ShardPartition(shard, start, end, partition.planned)
         store, reloaded = open_store(cfg, shard, int(start["seq"]))
         op = store.op
         events, key_hash = self._events(partition)
