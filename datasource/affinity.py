@@ -12,7 +12,7 @@ tumbling benchmark reloaded in 14 of 20 shard-batches). Spark's own state stores
 preferred locations; a Python source cannot set them, so the task chooses instead: a partition is
 a slot, and each slot *claims* one shard for its micro-batch, preferring one the worker holds.
 
-A claim is the file ``<state>/claims/<seq>/shard-<s>`` holding the partition's number, created
+A claim is ``<state>/claims/<seq>/shard-<s>``, a symbolic link to the partition's number, created
 exclusively (the first writer wins). The ``shards`` partitions of a batch claim the ``shards``
 shards one each:
 
@@ -36,7 +36,6 @@ partition, so which slot runs it changes nothing downstream. Claims need a local
 from __future__ import annotations
 
 import os
-import uuid
 from typing import TYPE_CHECKING
 
 from datasource import layout, storage
@@ -97,27 +96,18 @@ def claim_shard(directory: str, *, partition: int, preferred: list[int], shards:
 
 
 def _claims(directory: str) -> dict[int, int]:
-    """shard -> the partition that claimed it, from the claim files in ``directory``."""
-    out = {}
-    for name in os.listdir(directory):
-        if name.startswith("shard-") and name[6:].isdigit():
-            with open(os.path.join(directory, name), encoding="ascii") as f:
-                out[int(name[6:])] = int(f.read())
-    return out
+    """shard -> the partition that claimed it, from the claims in ``directory``."""
+    return {int(name[6:]): int(os.readlink(os.path.join(directory, name)))
+            for name in os.listdir(directory) if name.startswith("shard-") and name[6:].isdigit()}
 
 
 def _create_exclusive(path: str, partition: int) -> bool:
-    """Publish ``path`` holding ``partition`` unless it exists (then False). Written to a temporary
-    file and flushed to disk first, so a claim is never seen half-written, even after a crash."""
-    tmp = f"{os.path.dirname(path)}/.tmp-{uuid.uuid4().hex}"
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(str(partition))
-        f.flush()
-        os.fsync(f.fileno())
+    """Create the claim ``path`` for ``partition`` unless it exists (then False). A claim is a
+    symbolic link whose target is the partition number: created atomically and exclusively, and
+    never seen half-written. It need not outlive a crash: any partition may run any shard in a
+    replay (what a shard writes is named by the shard), so no flush to disk."""
     try:
-        os.link(tmp, path)  # fails if the name exists: the first writer wins
+        os.symlink(str(partition), path)
         return True
     except FileExistsError:
         return False
-    finally:
-        os.unlink(tmp)

@@ -46,7 +46,7 @@ def test_partitions_racing_for_the_same_shard_still_cover_every_shard_once(tmp_p
 
 def test_claims_that_leave_a_partition_no_shard_are_an_error(tmp_path):
     d = str(tmp_path)
-    for shard, partition in ((0, 5), (1, 6)):  # written by partitions that do not exist
-        (tmp_path / f"shard-{shard}").write_text(str(partition))
+    for shard, partition in ((0, 5), (1, 6)):  # made by partitions that do not exist
+        os.symlink(str(partition), tmp_path / f"shard-{shard}")
     with pytest.raises(RuntimeError, match=r"every shard of this micro-batch is claimed.*none by partition 0"):
         claim_shard(d, partition=0, preferred=[], shards=2)

@@ -96,7 +96,7 @@ def _batches(r: WindowedStreamReader, n: int, forget: list[int] | None):
         seq = str(end["seq"])
         reloads = {int(f[6:-5]): json.loads((Path(state) / "reports" / seq / f).read_text())["state_reloads"]
                    for f in os.listdir(Path(state) / "reports" / seq)}
-        claims = {int(f[6:]): int((Path(state) / "claims" / seq / f).read_text())
+        claims = {int(f[6:]): int(os.readlink(Path(state) / "claims" / seq / f))
                   for f in os.listdir(Path(state) / "claims" / seq)}
         out.append((sorted(panes), reloads, claims))
         r.commit(end)
