@@ -57,6 +57,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _COUNT_FIELDS = ("events_in", "panes_trigger", "panes_retraction", "late_dropped", "malformed",
                  "state_rows", "state_bytes")
 _PHASE_FIELDS = ("read_ms", "step_ms", "snapshot_ms")
+#: Counts only some reports have (Kafka's skipped offsets; state reloads, new in later releases): 0 when absent.
+_OPTIONAL_COUNT_FIELDS = ("skipped_offsets", "state_reloads")
 
 Sink = Callable[[str], Any]
 
@@ -123,8 +125,7 @@ def read_batch_report(state: str, seq: int) -> BatchReport | None:
                        **{f: sum(s[f] for s in shards) for f in _COUNT_FIELDS},
                        watermark_us=max(watermarks) if watermarks else None,
                        duration_ms=max(s["duration_ms"] for s in shards),
-                       skipped_offsets=sum(s["skipped_offsets"] for s in shards),
-                       state_reloads=sum(s["state_reloads"] for s in shards),
+                       **{f: sum(s[f] for s in shards) for f in _OPTIONAL_COUNT_FIELDS},
                        **{f: max(s[f] for s in shards) for f in _PHASE_FIELDS})
 
 
@@ -337,18 +338,15 @@ def _read_shard(fs, path: str) -> dict:
     dur = data.get("duration_ms")
     if not isinstance(dur, (int, float)) or isinstance(dur, bool):
         raise ValueError(f"{path}: field 'duration_ms' must be a number, got {dur!r}")
-    skipped = data.get("skipped_offsets", 0)  # Kafka only
-    if not _is_int(skipped):
-        raise ValueError(f"{path}: field 'skipped_offsets' must be an integer, got {skipped!r}")
+    for f in _OPTIONAL_COUNT_FIELDS:
+        if not _is_int(data.get(f, 0)):
+            raise ValueError(f"{path}: field {f!r} must be an integer, got {data.get(f)!r}")
     for f in _PHASE_FIELDS:  # absent in reports of earlier releases
         v = data.get(f, 0.0)
         if not isinstance(v, (int, float)) or isinstance(v, bool):
             raise ValueError(f"{path}: field {f!r} must be a number, got {v!r}")
-    reloads = data.get("state_reloads", 0)  # absent in reports of earlier releases
-    if not _is_int(reloads):
-        raise ValueError(f"{path}: field 'state_reloads' must be an integer, got {reloads!r}")
     return {**{f: data[f] for f in _COUNT_FIELDS}, "watermark_us": wm, "duration_ms": float(dur),
-            "skipped_offsets": skipped, "state_reloads": reloads,
+            **{f: data.get(f, 0) for f in _OPTIONAL_COUNT_FIELDS},
             **{f: float(data.get(f, 0.0)) for f in _PHASE_FIELDS}}
 
 

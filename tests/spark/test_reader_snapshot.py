@@ -30,13 +30,12 @@ def _reader(tmp_path, state: str) -> WindowedStreamReader:
     """A 2-shard reader of three one-file micro-batches under ``tmp_path/in``, its state in
     ``tmp_path/<state>``."""
     src = tmp_path / "in"
-    if src.exists():
-        return WindowedStreamReader(_options(tmp_path, state), stream_schema(_options(tmp_path, state)))
-    src.mkdir()
-    for b in range(3):
-        ts = [T0 + (b * 10 + i) * SEC for i in range(10)]
-        pq.write_table(pa.table({"k": [i % 3 for i in range(10)], "ts": pa.array(ts, pa.timestamp("us", "UTC")),
-                                 "v": list(range(10))}), str(src / f"{b:03d}.parquet"))
+    if not src.exists():
+        src.mkdir()
+        for b in range(3):
+            ts = [T0 + (b * 10 + i) * SEC for i in range(10)]
+            pq.write_table(pa.table({"k": [i % 3 for i in range(10)], "ts": pa.array(ts, pa.timestamp("us", "UTC")),
+                                     "v": list(range(10))}), str(src / f"{b:03d}.parquet"))
     return WindowedStreamReader(_options(tmp_path, state), stream_schema(_options(tmp_path, state)))
 
 
@@ -78,7 +77,6 @@ def test_a_failed_snapshot_fails_the_task_and_the_replay_gives_the_same_panes(re
     replayed = _panes(r, parts)
     assert replayed and replayed == _panes(r, parts)  # and once more: the same panes again
     assert all(os.path.exists(manifest_uri(os.path.join(state, "shards", d), seq)) for d in shard_dirs)
-
 
 
 def _batches(r: WindowedStreamReader, n: int, forget: list[int] | None):
