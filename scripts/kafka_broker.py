@@ -16,6 +16,7 @@ is formatted on first start and kept in ``DIR`` (a restart keeps the topics and 
 
 from __future__ import annotations
 
+import base64
 import glob
 import os
 import shutil
@@ -111,7 +112,6 @@ class KafkaBroker:
     def start(self) -> "KafkaBroker":
         """Start (formatting the storage on first start); return once the broker accepts connections."""
         self.root.mkdir(parents=True, exist_ok=True)
-        lib = kafka_lib(self.version)
         ports = self.root / "ports"
         if ports.exists():  # a restart keeps its addresses (the KRaft voter set records the controller's)
             self.port, controller = map(int, ports.read_text().split())
@@ -119,23 +119,32 @@ class KafkaBroker:
             self.port, controller = free_port(), free_port()
             ports.write_text(f"{self.port} {controller}")
         config = self._config(self.port, controller)
-        cp = f"{lib}/*"
-        env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx512m"}
-        jvm = [_java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Djava.awt.headless=true", "-cp", cp]
         if not (self.root / "data" / "meta.properties").exists():
-            fmt = subprocess.run(jvm + ["kafka.tools.StorageTool", "format", "--standalone", "-t",
-                                        _cluster_id(), "-c", str(config)],
-                                 capture_output=True, text=True, env=env, timeout=120)
-            if fmt.returncode != 0:
-                raise RuntimeError(f"kafka storage format failed: {fmt.stdout}\n{fmt.stderr}")
+            self.format_storage(config, cluster_id())
         log = open(self.root / "broker.log", "ab")
-        self.proc = subprocess.Popen(jvm + ["kafka.Kafka", str(config)], stdout=log, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
+        self.proc = subprocess.Popen(self._jvm() + ["kafka.Kafka", str(config)], stdout=log,
+                                     stderr=subprocess.STDOUT, env=self._env(), start_new_session=True)
         (self.root / "broker.pid").write_text(str(self.proc.pid))
         (self.root / "bootstrap").write_text(self.bootstrap)
         self._wait_ready()
         return self
+
+    def format_storage(self, config: Path, cluster: str) -> None:
+        """Format the log directories of ``config`` for the cluster id ``cluster``. The id goes in as
+        one argument, ``--cluster-id=ID``, so that an id beginning with ``-`` is not read as an option."""
+        fmt = subprocess.run(self._jvm() + ["kafka.tools.StorageTool", "format", "--standalone",
+                                            f"--cluster-id={cluster}", "-c", str(config)],
+                             capture_output=True, text=True, env=self._env(), timeout=120)
+        if fmt.returncode != 0:
+            raise RuntimeError(f"kafka storage format failed: {fmt.stdout}\n{fmt.stderr}")
+
+    def _jvm(self) -> list[str]:
+        return [_java(), "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                "-Djava.awt.headless=true", "-cp", f"{kafka_lib(self.version)}/*"]
+
+    @staticmethod
+    def _env() -> dict[str, str]:
+        return {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx512m"}
 
     def _wait_ready(self) -> None:
         from confluent_kafka.admin import AdminClient
@@ -181,9 +190,16 @@ class KafkaBroker:
         self.stop()
 
 
-def _cluster_id() -> str:
-    import base64
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+def cluster_id() -> str:
+    """A random KRaft cluster id as Kafka's own ``Uuid.randomUuid`` makes one: the 16 bytes of a
+    version-4 UUID in URL-safe base64 without padding, never all zeros or one, and never beginning
+    with ``-``. (URL-safe base64 has ``-`` among its 64 letters, so one id in 64 would begin with it,
+    and ``kafka-storage format -t -xyz`` reads such an id as an option.)"""
+    while True:
+        raw = uuid.uuid4().bytes
+        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        if not text.startswith("-") and int.from_bytes(raw, "big") > 1:
+            return text
 
 
 def main(argv: list[str]) -> int:
