@@ -57,7 +57,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _COUNT_FIELDS = ("events_in", "panes_trigger", "panes_retraction", "late_dropped", "malformed",
                  "state_rows", "state_bytes")
 _PHASE_FIELDS = ("read_ms", "step_ms", "snapshot_ms")
-#: Counts only some reports have (Kafka's skipped offsets; state reloads, new in later releases): 0 when absent.
+#: Counts only some reports have, 0 when absent: Kafka's skipped offsets, and state reloads
+#: (absent in reports of earlier releases).
 _OPTIONAL_COUNT_FIELDS = ("skipped_offsets", "state_reloads")
 
 Sink = Callable[[str], Any]

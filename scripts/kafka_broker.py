@@ -192,13 +192,13 @@ class KafkaBroker:
 
 def cluster_id() -> str:
     """A random KRaft cluster id as Kafka's own ``Uuid.randomUuid`` makes one: the 16 bytes of a
-    version-4 UUID in URL-safe base64 without padding, never all zeros or one, and never beginning
-    with ``-``. (URL-safe base64 has ``-`` among its 64 letters, so one id in 64 would begin with it,
-    and ``kafka-storage format -t -xyz`` reads such an id as an option.)"""
+    version-4 UUID in URL-safe base64 without padding, drawn again while it begins with ``-``.
+    (URL-safe base64 has ``-`` among its 64 letters, so one id in 64 would begin with it, and
+    ``kafka-storage format -t -xyz`` reads such an id as an option. Kafka's reserved ids, 0 and 1,
+    are not version-4 UUIDs, so they cannot be drawn.)"""
     while True:
-        raw = uuid.uuid4().bytes
-        text = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-        if not text.startswith("-") and int.from_bytes(raw, "big") > 1:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
             return text
 
 

@@ -36,7 +36,8 @@ def _reader(tmp_path, state: str) -> WindowedStreamReader:
             ts = [T0 + (b * 10 + i) * SEC for i in range(10)]
             pq.write_table(pa.table({"k": [i % 3 for i in range(10)], "ts": pa.array(ts, pa.timestamp("us", "UTC")),
                                      "v": list(range(10))}), str(src / f"{b:03d}.parquet"))
-    return WindowedStreamReader(_options(tmp_path, state), stream_schema(_options(tmp_path, state)))
+    options = _options(tmp_path, state)
+    return WindowedStreamReader(options, stream_schema(options))
 
 
 def _options(tmp_path, state: str) -> dict[str, str]:
