@@ -93,7 +93,7 @@ def main() -> int:
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
 
-        import datasource
+        import spark_windowing
         spark = (SparkSession.builder.master("local[2]").appName("kafka-bench")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                  .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "3g")
@@ -101,7 +101,7 @@ def main() -> int:
                  .config("spark.jars.ivy", os.path.expanduser("~/.cache/spark-windowing/ivy"))
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-        datasource.register(spark)
+        spark_windowing.register(spark)
         per_trigger = str(max(1, args.events // 10))
         results = {}
         if "native" not in skip:

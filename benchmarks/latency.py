@@ -338,9 +338,9 @@ def broker(args: argparse.Namespace, base: str):
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import datasource
+    import spark_windowing
     spark = session(args)
-    datasource.register(spark)
+    spark_windowing.register(spark)
     trigger_s = trigger_seconds(args.trigger)
     feed_text = "parquet files" if args.feed == "files" else f"Kafka, {args.partitions} partitions"
     print(f"{args.rate:,} events/s ({feed_text}), {args.keys:,} keys, event time {args.event_speed:g}x wall time, "

@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import datasource
+    import spark_windowing
 
     base = Path(args.dir)
     shutil.rmtree(base, ignore_errors=True)
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
              .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "2g")
              .config("spark.python.worker.reuse", "true").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    datasource.register(spark)
+    spark_windowing.register(spark)
     query = build_query(spark, args, base)
     out = open(args.json, "w") if args.json else None
     print(f"soak: {args.minutes} min into {base}, sink options {args.sink_option}", flush=True)

@@ -184,7 +184,7 @@ class WorkerWatch:
 
 def profile_summary(raw_path: str, top: int = 18) -> str:
     """Where the sampled workers' time went: per function of this project (``spark_windowing``,
-    ``datasource``), the share of samples it was on the stack (inclusive) and on top (self);
+    its plugin included), the share of samples it was on the stack (inclusive) and on top (self);
     then the functions (any library) most often on top."""
     inclusive: Counter = Counter()
     own: Counter = Counter()
@@ -215,8 +215,7 @@ def _frame(text: str) -> tuple[str, bool]:
     """``func (path:line)`` -> ("func (file)", whether it is this project's code)."""
     func, _, loc = text.partition(" (")
     path = loc.rsplit(":", 1)[0]
-    return f"{func} ({os.path.basename(path)})", path.startswith(("spark_windowing/", "datasource/")) or \
-        "/spark_windowing/" in path or "/datasource/" in path
+    return f"{func} ({os.path.basename(path)})", path.startswith("spark_windowing/") or "/spark_windowing/" in path
 
 
 def _py_spy() -> str:
@@ -277,13 +276,13 @@ def main(argv: list[str] | None = None) -> None:
     generate(events_dir, args.events, args.keys, args.files, args.disorder)
     from pyspark.sql import SparkSession
 
-    import datasource
+    import spark_windowing
     spark = (SparkSession.builder.master("local[2]").appName("spark-windowing-bench")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", args.driver_memory)
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    datasource.register(spark)
+    spark_windowing.register(spark)
     max_files = max(1, args.files // args.batches)
     delay = f"{args.disorder} seconds"
     engines = [e for e in args.engines.split(",") if e]

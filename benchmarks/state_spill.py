@@ -31,7 +31,7 @@ HOUR = 3600 * SEC
 
 def run(windows: int, batches: int, memory_rows: int, directory: str) -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from datasource import storage
+    from spark_windowing.datasource import storage
     from spark_windowing.spec import OperatorSpec
     from spark_windowing.store import StateStore, collect_garbage
 

@@ -2,7 +2,7 @@
 directories, running a windowed query to its end, and printing SQL results.
 
 Every example is configured by ``spark.windowed.<option>`` properties (``conf/<example>.conf``),
-which ``datasource.register`` turns into defaults of ``format("windowed")``. An example runs
+which ``spark_windowing.register`` turns into defaults of ``format("windowed")``. An example runs
 
 * under spark-submit: ``spark-submit --properties-file conf/<example>.conf examples/<example>.py``
   (spark-submit has put the properties into the Spark conf already), or
@@ -213,7 +213,7 @@ def windowed_session(args: Args, spark: "SparkSession | None" = None) -> Iterato
 def _build(props: dict[str, str], overrides: dict[str, str]) -> "SparkSession":
     from pyspark.sql import SparkSession
 
-    import datasource
+    import spark_windowing
 
     # Python workers run the plugin: same interpreter (and packages) as this script, unless set.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -235,7 +235,7 @@ def _build(props: dict[str, str], overrides: dict[str, str]) -> "SparkSession":
     for key, value in overrides.items():   # in case getOrCreate returned a running session
         if key.startswith(WINDOWED_PREFIX):
             session.conf.set(key, value)
-    datasource.register(session)
+    spark_windowing.register(session)
     return session
 
 
@@ -247,16 +247,16 @@ def _started_by_spark_submit() -> bool:
 
 @contextmanager
 def _borrowed(spark: "SparkSession", props: dict[str, str]) -> Iterator[None]:
-    import datasource
+    import spark_windowing
 
     before = {k: v for k, v in spark.conf.getAll.items() if k.startswith(WINDOWED_PREFIX)}
     try:
         _set_windowed(spark, before, {k: v for k, v in props.items() if k.startswith(WINDOWED_PREFIX)})
-        datasource.register(spark)
+        spark_windowing.register(spark)
         yield
     finally:
         _set_windowed(spark, props, before)
-        datasource.register(spark)
+        spark_windowing.register(spark)
 
 
 def _set_windowed(spark: "SparkSession", old: dict[str, str], new: dict[str, str]) -> None:
@@ -288,7 +288,7 @@ def run_to_end(panes: "DataFrame", out: Outputs, *, query_name: str, spark: "Spa
     """Write ``panes`` with the windowed sink to ``out.panes`` under an ``availableNow`` trigger
     (read all input there is now, fire what becomes due, stop), printing one progress line per
     micro-batch; return the seconds it took. Raises if the query fails."""
-    from datasource.progress import attach_progress
+    from spark_windowing.datasource.progress import attach_progress
 
     printer = _ProgressPrinter(query_name)
     listener = attach_progress(spark, printer, pane_paths={query_name: out.panes})

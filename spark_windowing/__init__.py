@@ -1,5 +1,10 @@
-"""spark_windowing: Beam/Flink-style event-time windowing on Arrow — the operator behind the
-``windowed`` Spark data source. Pure Python + Arrow/NumPy; never imports pyspark.
+"""spark_windowing: Beam/Flink-style event-time windowing for Spark Structured Streaming.
+
+One namespace: the operator (pure Python + Arrow/NumPy; never imports pyspark) and, in
+``spark_windowing.datasource``, the Spark plugin behind ``format("windowed")``.
+
+>>> import spark_windowing                  # doctest: +SKIP
+>>> spark_windowing.register(spark)         # doctest: +SKIP
 
 >>> from spark_windowing import OperatorSpec, WindowedOperator
 >>> spec = OperatorSpec.from_options(window="sliding(10 minutes, 2 minutes)", aggregate="count(*) AS n",
@@ -15,6 +20,21 @@ from spark_windowing.process import ProcessContext
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.state import restore, snapshot
 
-__all__ = ["OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
+__all__ = ["register", "attach_progress", "OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
            "SnapshotError", "WindowingError", "ProcessContext", "ProcessError"]
 __version__ = "0.1.0"
+
+
+def register(spark):
+    """Register the ``windowed`` format on ``spark`` with the session's ``spark.windowed.*`` conf
+    entries as option defaults; return the registered class (see ``spark_windowing.datasource``).
+    Imports pyspark only when called."""
+    from spark_windowing.datasource import register as _register
+    return _register(spark)
+
+
+def attach_progress(spark, *args, **kwargs):
+    """Print one progress line per micro-batch of every windowed query on ``spark``
+    (``spark_windowing.datasource.progress.attach_progress``)."""
+    from spark_windowing.datasource.progress import attach_progress as _attach
+    return _attach(spark, *args, **kwargs)

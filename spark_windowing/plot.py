@@ -52,8 +52,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from datasource.layout import HISTORY_TABLES, table_uri
-from datasource.storage import filesystem
+from spark_windowing.datasource.layout import HISTORY_TABLES, table_uri
+from spark_windowing.datasource.storage import filesystem
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, TIMING_EARLY, TIMING_LATE,
                                    TIMING_ON_TIME, split_pane_schema)
 

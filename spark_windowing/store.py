@@ -33,7 +33,7 @@ Every segment range carries a CRC-32 and the manifest a SHA-256: a missing or co
 
 Storage goes through ``io``, an object with ``read_bytes(uri, missing_ok=)``,
 ``read_range(uri, offset, length)``, ``write_atomic(uri, data, durable=)``, ``exists(uri)``,
-``list_dir(uri)`` and ``delete(uri)`` (``datasource.storage``: local paths and any
+``list_dir(uri)`` and ``delete(uri)`` (``spark_windowing.datasource.storage``: local paths and any
 ``pyarrow.fs`` URI).
 """
 

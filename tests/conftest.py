@@ -15,7 +15,7 @@ def spark():
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import datasource
+    import spark_windowing
 
     session = (SparkSession.builder.master("local[2]").appName("spark-windowing-tests")
                .config("spark.ui.enabled", "false")
@@ -27,7 +27,7 @@ def spark():
                .config("spark.python.worker.reuse", "true")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
-    datasource.register(session)
+    spark_windowing.register(session)
     yield session
     session.stop()
 

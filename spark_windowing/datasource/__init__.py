@@ -1,7 +1,7 @@
 """The Spark plugin: ``spark.readStream.format("windowed")`` and ``writeStream.format("windowed")``.
 
 >>> import datasource                      # doctest: +SKIP
->>> datasource.register(spark)             # doctest: +SKIP
+>>> spark_windowing.register(spark)             # doctest: +SKIP
 
 ``register`` registers the ``windowed`` format and turns every ``spark.windowed.<option>`` of the
 Spark conf (``spark-submit --conf spark.windowed.window=...``) into a default for that option;
@@ -27,7 +27,7 @@ def register(spark: "SparkSession") -> type:
     the registered class, because Python data sources run in worker processes that cannot see the
     session's conf).
     """
-    from datasource._plugin import make_data_source
+    from spark_windowing.datasource._plugin import make_data_source
 
     defaults = _conf_defaults_from_context(spark)
     defaults.update({k[len(CONF_PREFIX):]: v for k, v in spark.conf.getAll.items()

@@ -45,9 +45,9 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction
 
-from datasource import storage
-from datasource.layout import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, table_uri
-from datasource.storage import filesystem
+from spark_windowing.datasource import storage
+from spark_windowing.datasource.layout import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, table_uri
+from spark_windowing.datasource.storage import filesystem
 from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 
 __all__ = ["TABLES", "TRIGGERS", "RETRACTIONS", "CURRENT", "STAGING", "FORMAT_VERSION", "DataFile",

@@ -14,15 +14,15 @@ class WindowedDataSource(DataSource):
     """``format("windowed")``.
 
     * ``spark.readStream.format("windowed")``: upstream events -> windowed operator -> panes
-      (options: the README's Options section; see ``datasource.reader``).
+      (options: the README's Options section; see ``spark_windowing.datasource.reader``).
     * ``spark.read.format("windowed").option("path", P).option("table", "current")``: a pane table
-      written by the sink, as a batch DataFrame (see ``datasource.tables``).
+      written by the sink, as a batch DataFrame (see ``spark_windowing.datasource.tables``).
     * ``df.writeStream.format("windowed").option("path", P)``: the pane sink, three Delta tables
       ``P/triggers``, ``P/retractions``, ``P/current``, exactly once per micro-batch
-      (see ``datasource.sink``).
+      (see ``spark_windowing.datasource.sink``).
     """
 
-    #: ``spark.windowed.*`` conf defaults captured by ``datasource.register`` (lower-cased keys).
+    #: ``spark.windowed.*`` conf defaults captured by ``spark_windowing.register`` (lower-cased keys).
     conf_defaults: dict[str, str] = {}
 
     @classmethod
@@ -30,7 +30,7 @@ class WindowedDataSource(DataSource):
         return "windowed"
 
     def __init__(self, options: dict[str, str]) -> None:
-        from datasource.options import JOIN_OPTIONS
+        from spark_windowing.datasource.options import JOIN_OPTIONS
         explicit = {k.lower(): v for k, v in dict(options).items()}
         merged: dict[str, str] = {k.lower(): v for k, v in self.conf_defaults.items()}
         if "source2" not in explicit and "source2" not in merged:  # a one-stream query: no join defaults
@@ -51,23 +51,23 @@ class WindowedDataSource(DataSource):
         from spark_windowing.errors import OptionError
         try:
             if self._is_table_read():
-                from datasource.tables import table_schema
+                from spark_windowing.datasource.tables import table_schema
                 return table_schema(self.options)
-            from datasource.reader import stream_schema
+            from spark_windowing.datasource.reader import stream_schema
             return stream_schema(self.options)
         except OptionError as e:
             raise e.with_traceback(None) from None
 
     def reader(self, schema: StructType) -> Any:
-        from datasource.tables import PaneTableReader
+        from spark_windowing.datasource.tables import PaneTableReader
         return PaneTableReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> Any:
-        from datasource.reader import WindowedStreamReader
+        from spark_windowing.datasource.reader import WindowedStreamReader
         return WindowedStreamReader(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
-        from datasource.sink import PaneStreamWriter
+        from spark_windowing.datasource.sink import PaneStreamWriter
         return PaneStreamWriter(self.options, schema, overwrite)
 
 

@@ -3,7 +3,7 @@
 Each Python worker keeps the state stores it has open (``keep_open``, ``take_open``): the next
 micro-batch of a shard that lands on the same worker continues from memory instead of reading
 the shard's state back (Spark's state store providers do the same on executors). A store is only
-reused when its offset and manifest match the batch's start (``datasource.reader.open_store``).
+reused when its offset and manifest match the batch's start (``spark_windowing.datasource.reader.open_store``).
 
 Spark hands the tasks of a micro-batch to whichever Python workers are idle, in the order the
 workers came free. So the worker that ran shard 0 in one batch runs shard 1 in the next about
@@ -38,7 +38,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from datasource import layout, storage
+from spark_windowing.datasource import layout, storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from spark_windowing.store import StateStore

@@ -34,7 +34,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from datasource import storage
+from spark_windowing.datasource import storage
 from spark_windowing.errors import OptionError
 
 __all__ = ["DeltaSourceError", "DeltaStream", "AddedFile", "SUPPORTED_READER_FEATURES",

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from datasource.ddl import parse_ddl
+from spark_windowing.datasource.ddl import parse_ddl
 from spark_windowing._time import MIN_TIME
 from spark_windowing.errors import OptionError
 

@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from datasource.storage import filesystem
+from spark_windowing.datasource.storage import filesystem
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 
@@ -154,7 +154,7 @@ def migrate_current(path: str, bucket: str = "10 minutes") -> int:
     """
     from deltalake import DeltaTable, write_deltalake
 
-    from datasource import _delta
+    from spark_windowing.datasource import _delta
 
     seconds = parse_duration(bucket, option="bucket", allow_zero=False) // 1_000_000
     uri = _delta.table_uri(_delta.normalize_root(path), _delta.CURRENT)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from datasource.kafka import KafkaConfig, parse_kafka_options
-from datasource.layout import SOURCES2_DIR, SOURCES_DIR
-from datasource.maintenance import MaintenanceOptions
+from spark_windowing.datasource.kafka import KafkaConfig, parse_kafka_options
+from spark_windowing.datasource.layout import SOURCES2_DIR, SOURCES_DIR
+from spark_windowing.datasource.maintenance import MaintenanceOptions
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.spec import OperatorSpec, parse_bool
@@ -27,7 +27,7 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes",
-    # upkeep of the late-data table (datasource.maintenance)
+    # upkeep of the late-data table (spark_windowing.datasource.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     # generator
     "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
@@ -38,7 +38,7 @@ KNOWN_OPTIONS = {
     # a generated stream 2: the generator options suffixed with 2
     "eventsperbatch2", "totalevents2", "keys2", "eventinterval2", "disorder2", "latefraction2", "seed2",
     "starttime2",
-    # kafka (datasource.kafka; every other ``kafka.*`` option goes to the client)
+    # kafka (spark_windowing.datasource.kafka; every other ``kafka.*`` option goes to the client)
     "subscribe", "subscribepattern", "assign", "startingoffsets", "maxoffsetspertrigger", "failondataloss",
     "valueformat", "kafkaconsumer.polltimeoutms",
 }
@@ -51,7 +51,7 @@ JOIN_OPTIONS = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "
 
 @dataclass(frozen=True)
 class GeneratorConfig:
-    """Deterministic synthetic events (see ``datasource.upstream.generate``)."""
+    """Deterministic synthetic events (see ``spark_windowing.datasource.upstream.generate``)."""
 
     events_per_batch: int = 1000
     total_events: int | None = None

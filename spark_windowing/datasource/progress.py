@@ -4,13 +4,13 @@
 
     [clicks] batch 12 | events 10,000 | panes 812 (trigger 790, retraction 22) | late 3 (malformed 1) | watermark 2026-11-21T12:00:05Z | state 1,204 windows / 2.1 MB | 640 ms
 
->>> import datasource.progress                           # doctest: +SKIP
->>> datasource.progress.attach_progress(spark)           # doctest: +SKIP
+>>> import spark_windowing.datasource.progress                           # doctest: +SKIP
+>>> spark_windowing.datasource.progress.attach_progress(spark)           # doctest: +SKIP
 >>> query = panes.writeStream.queryName("clicks").format("windowed")...start()  # doctest: +SKIP
 
 With ``attach_progress(spark, pane_paths={"clicks": "/lake/panes/clicks"})`` the line of that
 query also says what the batch wrote to the pane tables and the upkeep that ran
-(``datasource.sink_metrics``)::
+(``spark_windowing.datasource.sink_metrics``)::
 
     ... | 640 ms | sink current +1.2 MB -1.1 MB (2 files read), triggers +85.0 kB, retractions +6.1 kB
 
@@ -29,7 +29,7 @@ after the micro-batch ending at the offset with ``seq`` N has run, shard *i* has
 ``read_batch_report`` sums the shards (times: the slowest shard).
 
 ``read_batch_report`` and ``format_progress`` need no Spark; only the listener class imports
-pyspark, on first use (``datasource.progress.WindowedProgressListener``).
+pyspark, on first use (``spark_windowing.datasource.progress.WindowedProgressListener``).
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from datasource.layout import REPORTS_DIR, reports_dir
-from datasource.sink_metrics import format_bytes, format_sink_metrics, read_batch_metrics
-from datasource.storage import filesystem
+from spark_windowing.datasource.layout import REPORTS_DIR, reports_dir
+from spark_windowing.datasource.sink_metrics import format_bytes, format_sink_metrics, read_batch_metrics
+from spark_windowing.datasource.storage import filesystem
 
 __all__ = ["BatchReport", "read_batch_report", "format_progress", "progress_lines", "format_bytes",
            "WindowedProgressListener", "attach_progress", "REPORTS_DIR"]
@@ -177,7 +177,7 @@ def progress_lines(progress: "StreamingQueryProgress",
     offset did not move (no batch of theirs ran). Never raises for a missing or unreadable report:
     the line says so instead. ``pane_paths``: query name -> the windowed sink's ``path`` of that
     query; its lines then end with what the batch wrote to each pane table and the upkeep that ran
-    (``datasource.sink_metrics``).
+    (``spark_windowing.datasource.sink_metrics``).
     """
     name = progress.name or str(progress.id)[:8]
     duration = (progress.durationMs or {}).get("triggerExecution", progress.batchDuration)

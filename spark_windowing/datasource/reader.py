@@ -40,12 +40,12 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from datasource import kafka, layout, storage, upstream
-from datasource.affinity import keep_open, shard_to_run, take_open
-from datasource._memory import release_arrow_memory
-from datasource.maintenance import maintain, upkeep_due
-from datasource._types import arrow_to_spark_schema
-from datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
+from spark_windowing.datasource import kafka, layout, storage, upstream
+from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
+from spark_windowing.datasource._memory import release_arrow_memory
+from spark_windowing.datasource.maintenance import maintain, upkeep_due
+from spark_windowing.datasource._types import arrow_to_spark_schema
+from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
 from spark_windowing import join
 from spark_windowing._time import MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError, SnapshotError
@@ -83,7 +83,7 @@ def stream_schema(options: dict[str, str]) -> StructType:
 
 class ShardPartition(InputPartition):
     """One slot of one micro-batch: it runs key shard ``shard``, or another one it claims in
-    ``read()`` (``datasource.affinity``)."""
+    ``read()`` (``spark_windowing.datasource.affinity``)."""
 
     def __init__(self, shard: int, start: dict, end: dict, planned: Any) -> None:
         super().__init__(shard)
@@ -115,7 +115,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset = {"windowed": 1, "seq": 0, "state": self.cfg.state_location,
                   "up": upstream.initial_position(self.cfg), "bt": 0, "wm": MIN_TIME,
                   "max_event": None, "max_col": None, "last_input": None}
-        if self.cfg.kafka is not None:  # per-partition watermark state (datasource.kafka)
+        if self.cfg.kafka is not None:  # per-partition watermark state (spark_windowing.datasource.kafka)
             offset["kwm"] = kafka.advance_partition_state(None, {}, {}, [], 0)
         if self.cfg.stream2 is not None:  # join: stream 2's position, per-stream watermarks
             offset.update({"up2": upstream.initial_position(self.cfg.stream2), "wm1": MIN_TIME, "wm2": MIN_TIME,
@@ -161,7 +161,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         has_data = up != start["up"]
         last_input = now if has_data else start.get("last_input")
         extra: dict = {}
-        if cfg.kafka is not None:  # the minimum over active partitions (datasource.kafka)
+        if cfg.kafka is not None:  # the minimum over active partitions (spark_windowing.datasource.kafka)
             kwm = kafka.advance_partition_state(start.get("kwm"), start["up"], up, reports, now)
             wm = kafka.partition_watermark(cfg.watermark, current=start["wm"], kwm=kwm,
                                            partitions=kafka.partition_keys(up), batch_time=now,
@@ -410,7 +410,7 @@ def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> 
     """Append late rows to the late-data Delta table exactly once per (shard, batch)."""
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-    from datasource._delta import user_metadata
+    from spark_windowing.datasource._delta import user_metadata
     app_id = f"spark-windowing-late:{cfg.state_location}:shard-{shard}"
     if DeltaTable.is_deltatable(cfg.late_data_path):
         done = DeltaTable(cfg.late_data_path).transaction_version(app_id)

@@ -40,10 +40,10 @@ their data files is sorted by ``window_start, window_end, <keys>`` and carries m
 Delta jars, delta-rs, DuckDB) skip files by window time. ``current`` is partitioned by
 ``window_end_bucket`` (option ``currentBucket``, default 10 minutes, fixed at creation) and each
 micro-batch's MERGE names the buckets of its panes, so it reads and rewrites only the partitions
-of windows the batch touches (``datasource._delta``). After the commits, the tables are compacted,
+of windows the batch touches (``spark_windowing.datasource._delta``). After the commits, the tables are compacted,
 vacuumed and checkpointed on the schedule of ``compactEvery``, ``vacuumEvery``,
-``vacuumRetention`` and ``checkpointEvery`` (``datasource.maintenance``), and what the batch wrote
-goes to ``P/_metrics/<batchId>.json`` (``datasource.sink_metrics``).
+``vacuumRetention`` and ``checkpointEvery`` (``spark_windowing.datasource.maintenance``), and what the batch wrote
+goes to ``P/_metrics/<batchId>.json`` (``spark_windowing.datasource.sink_metrics``).
 
 Exactly once per micro-batch (``batchId``):
 
@@ -91,13 +91,13 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from datasource import _delta
-from datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
-from datasource._memory import release_arrow_memory
-from datasource._types import spark_to_arrow_schema
-from datasource.layout import BATCH_ID_KEY
-from datasource.maintenance import MaintenanceOptions, maintain
-from datasource.sink_metrics import write_batch_metrics
+from spark_windowing.datasource import _delta
+from spark_windowing.datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
+from spark_windowing.datasource._memory import release_arrow_memory
+from spark_windowing.datasource._types import spark_to_arrow_schema
+from spark_windowing.datasource.layout import BATCH_ID_KEY
+from spark_windowing.datasource.maintenance import MaintenanceOptions, maintain
+from spark_windowing.datasource.sink_metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema

@@ -16,7 +16,7 @@ Options (case-insensitive):
 The DataFrame is the table's snapshot at the version pinned when the read is planned (a query
 never mixes two versions), read through ``deltalake`` (delta-rs): one Spark partition per group
 of data files (about 128 MiB each). Columns and types are the table's pane schema
-(``datasource._types`` mapping; timestamps are Spark ``TimestampType``).
+(``spark_windowing.datasource._types`` mapping; timestamps are Spark ``TimestampType``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from datasource import _delta
-from datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
+from spark_windowing.datasource import _delta
+from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.errors import OptionError
 
 __all__ = ["table_schema", "PaneTableReader", "TableOptions", "TOP_KEYS_PER_WINDOW_SQL",

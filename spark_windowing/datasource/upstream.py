@@ -3,13 +3,13 @@
 Positions are plain JSON values kept in the source's offsets:
 
 * ``delta``: the table version. A micro-batch reads only the files its versions *added*, by the
-  rules of Spark's Delta streaming source (``datasource.delta_source``).
+  rules of Spark's Delta streaming source (``spark_windowing.datasource.delta_source``).
 * files: an index into an append-only manifest of discovered files, recorded under
   ``<stateLocation>/sources/manifest.json`` — a replayed batch reads exactly the same files, even
   if files were added since (or their listing order changed).
 * ``generator``: the number of events generated so far; event ``i`` is a pure function of
   ``(seed, i)``.
-* ``kafka``: ``{topic: {partition: next offset}}`` (see ``datasource.kafka``).
+* ``kafka``: ``{topic: {partition: next offset}}`` (see ``spark_windowing.datasource.kafka``).
 * ``panes``: the pane tables of another windowed query (``path`` = that query's
   ``writeStream.format("windowed")`` path): the last of its micro-batches (``batchId``) read.
   Its ``triggers`` and ``retractions`` rows arrive together, so a downstream ``window=inherit``
@@ -31,11 +31,11 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from datasource import delta_source, kafka, storage
-from datasource.ddl import DDL_FORMS, parse_ddl
-from datasource.layout import (BATCH_ID_KEY, CURRENT, HISTORY_TABLES, SOURCES2_DIR, TRIGGERS, source_manifest,
+from spark_windowing.datasource import delta_source, kafka, storage
+from spark_windowing.datasource.ddl import DDL_FORMS, parse_ddl
+from spark_windowing.datasource.layout import (BATCH_ID_KEY, CURRENT, HISTORY_TABLES, SOURCES2_DIR, TRIGGERS, source_manifest,
                                table_uri)
-from datasource.options import GeneratorConfig, SourceConfig
+from spark_windowing.datasource.options import GeneratorConfig, SourceConfig
 from spark_windowing._arrow import get_column
 from spark_windowing._hash import hash_columns, mix as _mix
 from spark_windowing.errors import OptionError
@@ -152,7 +152,7 @@ _DELTA_STREAMS: dict[str, delta_source.DeltaStream] = {}
 
 def delta_stream(cfg: SourceConfig, *, refresh: bool = False) -> delta_source.DeltaStream:
     """The ``delta`` upstream as the stream reads it: its schema when this driver first opened
-    it (at ``load()``), kept for the life of the driver process (see ``datasource.delta_source``)."""
+    it (at ``load()``), kept for the life of the driver process (see ``spark_windowing.datasource.delta_source``)."""
     if refresh or cfg.path not in _DELTA_STREAMS:
         _DELTA_STREAMS[cfg.path] = delta_source.open_stream(cfg.path, opt(cfg, "path"))
     return _DELTA_STREAMS[cfg.path]

@@ -45,8 +45,8 @@ def main(path: str) -> int:
     spark = session(cfg)
     if not cfg["master"].startswith("sc://"):   # a Connect session has no SparkContext
         spark.sparkContext.setLogLevel("WARN")
-    import datasource
-    datasource.register(spark)
+    import spark_windowing
+    spark_windowing.register(spark)
     reader = spark.readStream.format("windowed")
     for k, v in cfg["source"].items():
         reader = reader.option(k, v)

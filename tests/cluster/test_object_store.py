@@ -8,9 +8,9 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from datasource import storage
-from datasource._types import arrow_to_spark_schema
-from datasource.sink import PaneStreamWriter
+from spark_windowing.datasource import storage
+from spark_windowing.datasource._types import arrow_to_spark_schema
+from spark_windowing.datasource.sink import PaneStreamWriter
 from spark_windowing.errors import SnapshotError
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.store import StateStore, collect_garbage, manifest_uri

@@ -44,14 +44,14 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def delta_spark(tmp_path_factory):
     """A local SparkSession with delta-spark, the ``windowed`` and ``test_panes`` formats."""
-    import datasource
+    import spark_windowing
     import delta_session
     import pane_source
 
     warehouse = tmp_path_factory.mktemp("warehouse")
     session = delta_session.builder("spark-windowing-delta-tests", warehouse=str(warehouse)).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
-    datasource.register(session)
+    spark_windowing.register(session)
     pane_source.register(session)
     yield session
     session.stop()

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from datasource import delta_source
-from datasource.delta_source import DeltaSourceError
+from spark_windowing.datasource import delta_source
+from spark_windowing.datasource.delta_source import DeltaSourceError
 from spark_windowing.errors import OptionError
 
 

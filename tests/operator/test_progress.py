@@ -1,4 +1,4 @@
-"""The per-micro-batch progress line (``datasource.progress``), without a Spark session.
+"""The per-micro-batch progress line (``spark_windowing.datasource.progress``), without a Spark session.
 
 Shard reports are real files under a tmp state location::
 
@@ -19,7 +19,7 @@ import uuid
 
 import pytest
 
-from datasource.progress import BatchReport, format_progress, progress_lines, read_batch_report
+from spark_windowing.datasource.progress import BatchReport, format_progress, progress_lines, read_batch_report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WM_12_00_05 = 1_795_262_405_000_000          # 2026-11-21T12:00:05Z in UTC microseconds
@@ -59,7 +59,7 @@ def state(tmp_path) -> str:
 # ------------------------------------------------------------------------------- reports
 
 def test_module_does_not_need_pyspark():
-    code = ("import sys, datasource.progress as p; p.read_batch_report('.', 0); "
+    code = ("import sys, spark_windowing.datasource.progress as p; p.read_batch_report('.', 0); "
             "assert 'pyspark' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=60)
@@ -210,7 +210,7 @@ def test_progress_lines_missing_report_and_unmoved_offset(state, ev):
 
 
 def test_listener_writes_lines_and_survives_bad_reports(state, ev):
-    from datasource.progress import WindowedProgressListener
+    from spark_windowing.datasource.progress import WindowedProgressListener
 
     lines: list[str] = []
     listener = WindowedProgressListener(sink=lines.append)
@@ -236,7 +236,7 @@ def test_listener_writes_lines_and_survives_bad_reports(state, ev):
 
 
 def test_listener_default_sink_prints(state, ev, capsys):
-    from datasource.progress import WindowedProgressListener
+    from spark_windowing.datasource.progress import WindowedProgressListener
 
     WindowedProgressListener().onQueryProgress(progress_event(
         12, [("windowed", (None, windowed_offset(state, 12)))], name=None))
@@ -244,7 +244,7 @@ def test_listener_default_sink_prints(state, ev, capsys):
 
 
 def test_progress_lines_say_what_the_batch_wrote_to_the_pane_tables(state, ev, tmp_path):
-    from datasource.sink_metrics import write_batch_metrics
+    from spark_windowing.datasource.sink_metrics import write_batch_metrics
 
     panes = str(tmp_path / "panes")
     write_batch_metrics(panes, 12, {

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_properties import triggers
 
-from datasource import storage
+from spark_windowing.datasource import storage
 from spark_windowing.errors import SnapshotError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.spec import OperatorSpec

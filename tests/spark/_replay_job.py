@@ -12,7 +12,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from pyspark.sql import SparkSession  # noqa: E402
 
-import datasource  # noqa: E402
+import spark_windowing  # noqa: E402
 
 
 def main(events: str, state: str, checkpoint: str, output: str) -> None:
@@ -20,7 +20,7 @@ def main(events: str, state: str, checkpoint: str, output: str) -> None:
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    datasource.register(spark)
+    spark_windowing.register(spark)
     panes = (spark.readStream.format("windowed").option("source", "delta").option("path", events)
              .option("timestampColumn", "ts").option("keyColumns", "k").option("window", "session(3 seconds)")
              .option("trigger", "AfterWatermark(early=AfterCount(2), late=AfterCount(1))")

@@ -39,7 +39,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import datasource
+    import spark_windowing
     spark = (SparkSession.builder.master("local[2]").appName("kafka-crash-pipeline")
              .config("spark.ui.enabled", "false")
              .config("spark.local.dir", str(Path(args.out) / "spark-local"))
@@ -49,7 +49,7 @@ def main() -> int:
              .config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    datasource.register(spark)
+    spark_windowing.register(spark)
     run(spark, json.loads(args.options), Path(args.out))
     spark.stop()
     return 0

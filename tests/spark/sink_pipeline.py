@@ -31,7 +31,7 @@ def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import datasource
+    import spark_windowing
     import pane_source
     from sink_helpers import run_pipeline
 
@@ -46,7 +46,7 @@ def main() -> int:
              .config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    datasource.register(spark)
+    spark_windowing.register(spark)
     pane_source.register(spark)
     run_pipeline(spark, Path(args.path), Path(args.checkpoint), batches=args.batches, keys=args.keys)
     spark.stop()

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable
 
-from datasource.progress import read_batch_report
+from spark_windowing.datasource.progress import read_batch_report
 from sink_helpers import pane_table
 
 pytestmark = pytest.mark.spark

@@ -221,7 +221,7 @@ def test_records_deleted_before_they_were_read(spark, kafka_broker, tmp_path, fa
     the topic, the partition and the missing offsets; ``false`` reads on from the earliest offset
     left and reports how many offsets it skipped."""
     from confluent_kafka import TopicPartition
-    from datasource.progress import format_progress, read_batch_report
+    from spark_windowing.datasource.progress import format_progress, read_batch_report
     topic = new_topic(kafka_broker, partitions=2)
     rows = [{"k": "a", "ts": T0 + i * SEC, "v": 1, "id": i} for i in range(30)]
     produce_json(kafka_broker, topic, rows[:10], partition_of=lambda r: r["id"] % 2)   # 5 per partition

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from datasource import kafka
-from datasource.options import parse_options
-from datasource.reader import stream_schema
+from spark_windowing.datasource import kafka
+from spark_windowing.datasource.options import parse_options
+from spark_windowing.datasource.reader import stream_schema
 from spark_windowing.errors import OptionError
 from tests.spark.kafka_helpers import _mod as broker_script, new_topic
 
@@ -58,7 +58,7 @@ def test_kafka_options_only_with_source_kafka():
 
 def test_record_columns_follow_the_value_fields():
     cfg = parse_options(_opts(schema="k string, ts long, offset long"))
-    from datasource.upstream import upstream_schema
+    from spark_windowing.datasource.upstream import upstream_schema
     names = upstream_schema(cfg).names
     assert names == ["k", "ts", "offset", "key", "topic", "partition", "timestamp", "timestampType",
                      "headers", "value"]  # the value's own `offset` field wins

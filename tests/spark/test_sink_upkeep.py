@@ -17,11 +17,11 @@ import pytest
 from deltalake import DeltaTable
 
 import pane_source
-from datasource import _delta
-from datasource._types import arrow_to_spark_schema
-from datasource.maintenance import MaintenanceOptions, last_checkpoint_version, migrate_current
-from datasource.sink import PaneStreamWriter
-from datasource.sink_metrics import format_sink_metrics, read_batch_metrics
+from spark_windowing.datasource import _delta
+from spark_windowing.datasource._types import arrow_to_spark_schema
+from spark_windowing.datasource.maintenance import MaintenanceOptions, last_checkpoint_version, migrate_current
+from spark_windowing.datasource.sink import PaneStreamWriter
+from spark_windowing.datasource.sink_metrics import format_sink_metrics, read_batch_metrics
 from pane_source import ARROW_SCHEMA, expected_tables, simulate
 from sink_helpers import TABLE_NAMES, committed_files, pane_table, rows, table_rows
 from spark_windowing.errors import OptionError

@@ -152,11 +152,11 @@ def test_shard_count_and_spilling_do_not_change_panes(spark, tmp_path):
 
 
 def test_conf_defaults_and_explicit_options(spark, tmp_path):
-    import datasource
+    import spark_windowing
     spark.conf.set("spark.windowed.window", "tumbling(1 minute)")
     spark.conf.set("spark.windowed.aggregate", "count(*) AS n")
     try:
-        datasource.register(spark)
+        spark_windowing.register(spark)
         base = {"source": "generator", "totalEvents": "600", "eventsPerBatch": "600", "keys": "3",
                 "eventInterval": "1 second", "timestampColumn": "event_time", "keyColumns": "user_id",
                 "stateLocation": str(tmp_path / "s")}
@@ -170,7 +170,7 @@ def test_conf_defaults_and_explicit_options(spark, tmp_path):
     finally:
         spark.conf.unset("spark.windowed.window")
         spark.conf.unset("spark.windowed.aggregate")
-        datasource.register(spark)
+        spark_windowing.register(spark)
 
 
 @pytest.mark.parametrize("option,value,fragment", [
