@@ -16,7 +16,11 @@ fi
 STAMP="$VENV/.spark-windowing-installed"
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   echo "[setup] installing spark-windowing and its test/plot extras (first run takes a minute)"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,plot]"
+  # editable_mode=compat: the checkout goes on sys.path as a plain path entry, so Spark's lookup of
+  # pyspark_* modules (pkgutil.iter_modules over sys.path) finds pyspark_windowed, as it does in a
+  # wheel install; the default editable finder is invisible to it.
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[test,plot]" \
+    --config-settings editable_mode=compat
   touch "$STAMP"
 fi
 

@@ -19,6 +19,7 @@ DELTA_STAMP="$DELTA_VENV/.spark-windowing-installed"
 if [ ! -f "$DELTA_STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$DELTA_STAMP" ]; then
   echo "[setup] installing spark-windowing[test,delta-test] with pyspark $DELTA_PYSPARK into $DELTA_VENV"
   "$DELTA_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -e "$ROOT[test,delta-test]" "pyspark==$DELTA_PYSPARK" "delta-spark==$DELTA_SPARK"
+    -e "$ROOT[test,delta-test]" "pyspark==$DELTA_PYSPARK" "delta-spark==$DELTA_SPARK" \
+    --config-settings editable_mode=compat
   touch "$DELTA_STAMP"
 fi

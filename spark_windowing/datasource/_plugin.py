@@ -4,17 +4,20 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
+
+from spark_windowing.datasource import CONF_DEFAULTS_OPTION
 
 
 class WindowedDataSource(DataSource):
     """``format("windowed")``.
 
     * ``spark.readStream.format("windowed")``: upstream events -> windowed operator -> panes
-      (options: the README's Options section; see ``spark_windowing.datasource.reader``).
+      (options: ``docs/options.md``; see ``spark_windowing.datasource.reader``).
     * ``spark.read.format("windowed").option("path", P).option("table", "current")``: a pane table
       written by the sink, as a batch DataFrame (see ``spark_windowing.datasource.tables``).
     * ``df.writeStream.format("windowed").option("path", P)``: the pane sink, three Delta tables
@@ -22,21 +25,22 @@ class WindowedDataSource(DataSource):
       (see ``spark_windowing.datasource.sink``).
     """
 
-    #: ``spark.windowed.*`` conf defaults captured by ``spark_windowing.register`` (lower-cased keys).
-    conf_defaults: dict[str, str] = {}
-
     @classmethod
     def name(cls) -> str:
         return "windowed"
 
     def __init__(self, options: dict[str, str]) -> None:
+        """``options`` as Spark hands them over, plus the ``spark.windowed.*`` conf defaults that
+        ``spark_windowing.register`` makes a query carry (``CONF_DEFAULTS_OPTION``): explicit
+        options win; a conf default of a join option applies only to queries that name a
+        ``source2`` (so a conf-wide ``join`` cannot break one-stream queries)."""
         from spark_windowing.datasource.options import JOIN_OPTIONS
         explicit = {k.lower(): v for k, v in dict(options).items()}
-        merged: dict[str, str] = {k.lower(): v for k, v in self.conf_defaults.items()}
-        if "source2" not in explicit and "source2" not in merged:  # a one-stream query: no join defaults
-            merged = {k: v for k, v in merged.items() if k not in JOIN_OPTIONS}
-        merged.update(explicit)
-        self.options = merged
+        carried = json.loads(explicit.pop(CONF_DEFAULTS_OPTION.lower(), None) or "{}")
+        defaults = {k.lower(): v for k, v in carried.items()}
+        if "source2" not in explicit and "source2" not in defaults:  # a one-stream query: no join defaults
+            defaults = {k: v for k, v in defaults.items() if k not in JOIN_OPTIONS}
+        self.options = {**defaults, **explicit}
 
     def _is_table_read(self) -> bool:
         return "table" in self.options
@@ -70,9 +74,3 @@ class WindowedDataSource(DataSource):
         from spark_windowing.datasource.sink import PaneStreamWriter
         return PaneStreamWriter(self.options, schema, overwrite)
 
-
-def make_data_source(defaults: dict[str, str]) -> type[WindowedDataSource]:
-    """A subclass of ``WindowedDataSource`` with ``defaults`` baked in (pickled by value)."""
-    return type("WindowedDataSource", (WindowedDataSource,),
-                {"conf_defaults": {k.lower(): v for k, v in defaults.items()},
-                 "__module__": __name__ + "._registered"})

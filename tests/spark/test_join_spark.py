@@ -123,9 +123,15 @@ def test_bad_join_options_fail_at_load(spark, tmp_path, extra, option):
 
 def test_conf_default_join_does_not_reach_single_stream_queries(tmp_path):
     """``spark.windowed.join`` in the conf applies only to queries with a source2."""
-    from spark_windowing.datasource._plugin import make_data_source
+    import json
+
+    from spark_windowing.datasource import CONF_DEFAULTS_OPTION
+    from spark_windowing.datasource._plugin import WindowedDataSource
     from spark_windowing.datasource.options import parse_options
-    cls = make_data_source({"join": "inner", "aggregate2": "count(*) AS n2"})
+
+    def cls(options):  # a query that carries these conf defaults, as spark_windowing.register makes it
+        carried = json.dumps({"join": "inner", "aggregate2": "count(*) AS n2"})
+        return WindowedDataSource({**options, CONF_DEFAULTS_OPTION: carried})
     base = {"source": "parquet", "path": "/p", "timestampColumn": "ts", "window": "tumbling(1 second)",
             "aggregate": "count(*) AS n", "stateLocation": str(tmp_path)}
     single = parse_options(cls(base).options)

@@ -1,0 +1,73 @@
+"""``format("windowed")`` without a ``register`` call: Spark finds the installed ``pyspark_windowed``
+module at session start. Run in a fresh process, from a project directory that has a package of
+its own named ``datasource`` (the plugin's old top-level name, which such a project shadowed).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+SCRIPT = textwrap.dedent("""
+    import os, sys
+    from pyspark.sql import SparkSession
+
+    import datasource                      # the project's own package, not ours
+    assert datasource.OWN == "the project's", datasource
+
+    out = sys.argv[1]
+    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+    panes = (spark.readStream.format("windowed").option("source", "generator")
+             .option("totalEvents", "300").option("eventsPerBatch", "300").option("keys", "3")
+             .option("timestampColumn", "event_time").option("keyColumns", "user_id")
+             .option("window", "tumbling(1 minute)").option("aggregate", "count(*) AS n")
+             .option("trigger", "AfterWatermark(early=AfterCount(1))").option("accumulationMode", "accumulating")
+             .option("stateLocation", os.path.join(out, "state")).load())
+    (panes.writeStream.format("windowed").option("path", os.path.join(out, "panes"))
+     .option("checkpointLocation", os.path.join(out, "chk")).trigger(availableNow=True).start()
+     .awaitTermination())
+    n = spark.read.format("windowed").option("path", os.path.join(out, "panes")).option("table", "current") \\
+        .load().agg({"n": "sum"}).first()[0]
+    spark.sql("CREATE TEMPORARY VIEW cur USING windowed OPTIONS (path '%s', table 'current')"
+              % os.path.join(out, "panes"))
+    print("EVENTS", n, spark.sql("SELECT sum(n) FROM cur").first()[0])
+    print("IMPORTED", sorted(m for m in sys.modules if m.startswith("spark_windowing")))
+    spark.stop()
+""")
+
+
+def test_a_fresh_process_uses_the_format_without_registering_it(tmp_path):
+    project = tmp_path / "project"
+    (project / "datasource").mkdir(parents=True)
+    (project / "datasource" / "__init__.py").write_text("OWN = \"the project's\"\n")
+    (project / "job.py").write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    done = subprocess.run([sys.executable, "job.py", str(tmp_path / "out")], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+    assert lines["EVENTS"] == "300 300"       # every generated event counted, through read and SQL
+    assert lines["IMPORTED"] == "[]"          # the driver never imported spark_windowing
+
+
+def test_conf_defaults_set_after_register_apply_to_later_queries(spark, tmp_path):
+    """``register`` makes each ``format("windowed")`` carry the conf as it is at that call."""
+    import spark_windowing
+    spark_windowing.register(spark)
+    spark.conf.set("spark.windowed.aggregate", "count(*) AS from_conf")
+    try:
+        schema = (spark.readStream.format("windowed").option("source", "generator")
+                  .option("timestampColumn", "event_time").option("keyColumns", "user_id")
+                  .option("window", "tumbling(1 minute)").option("stateLocation", str(tmp_path / "s"))
+                  .load().schema)
+    finally:
+        spark.conf.unset("spark.windowed.aggregate")
+    assert "from_conf" in schema.fieldNames()
