@@ -8,9 +8,10 @@
 
 Options (case-insensitive):
 
-* ``path`` (required): the sink's root ``P``.
+* ``path`` (required): the sink's root ``P``; for ``table=late``, the source's ``lateDataPath``.
 * ``table`` (required): ``current`` (latest pane per key and window), ``triggers`` (every
-  TRIGGER row) or ``retractions`` (every RETRACTION row); reads ``P/<table>``.
+  TRIGGER row) or ``retractions`` (every RETRACTION row), read from ``P/<table>``; or ``late``:
+  the late-data table (dropped events with their ``reason``), read from ``path`` itself.
 * ``versionAsOf``: a Delta table version to read (time travel); default the latest.
 
 The DataFrame is the table's snapshot at the version pinned when the read is planned (a query
@@ -37,7 +38,9 @@ from spark_windowing.errors import OptionError
 __all__ = ["table_schema", "PaneTableReader", "TableOptions", "TOP_KEYS_PER_WINDOW_SQL",
            "ACCEPTED_TABLES"]
 
-ACCEPTED_TABLES = "'current', 'triggers' or 'retractions'"
+ACCEPTED_TABLES = "'current', 'triggers', 'retractions' (under the sink's path) or 'late' (at the lateDataPath)"
+#: ``table=late``: the late-data table a windowed source writes to its ``lateDataPath``.
+LATE = "late"
 TARGET_PARTITION_BYTES = 128 * 1024 * 1024
 
 #: "Top keys per window": the 3 keys with the highest ``total`` in each window, over the
@@ -65,19 +68,20 @@ class TableOptions:
 
     @property
     def uri(self) -> str:
-        return _delta.table_uri(self.root, self.table)
+        return self.root if self.table == LATE else _delta.table_uri(self.root, self.table)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "TableOptions":
         opts = {k.lower(): v for k, v in options.items()}
         table = (opts.get("table") or "").strip().lower()
-        if table not in _delta.TABLES:
+        if table not in _delta.TABLES and table != LATE:
             raise OptionError("table", opts.get("table"), ACCEPTED_TABLES,
                               why="names the pane table to read")
         path = opts.get("path")
         if not path or not path.strip():
-            raise OptionError("path", path, "the sink's root directory or URI (its option 'path')",
-                              why="required to read a pane table")
+            accepted = ("the windowed source's lateDataPath" if table == LATE
+                        else "the sink's root directory or URI (its option 'path')")
+            raise OptionError("path", path, accepted, why=f"required to read the {table} table")
         raw = opts.get("versionasof")
         version = None
         if raw is not None:
@@ -90,6 +94,10 @@ class TableOptions:
         """The pinned Delta table; a clear error when there is none at the path."""
         table = _delta.open_table(self.uri)
         if table is None:
+            if self.table == LATE:
+                raise FileNotFoundError(
+                    f"no late-data table at {self.uri}: option path={self.root!r} is not a Delta table "
+                    "(a windowed source with option lateDataPath creates it there when its query starts)")
             raise FileNotFoundError(
                 f"no pane table at {self.uri}: option path={self.root!r} holds no '{self.table}' "
                 "Delta table (a windowed sink creates current, triggers and retractions there "

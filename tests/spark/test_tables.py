@@ -95,7 +95,8 @@ def test_version_as_of_reads_an_older_snapshot(spark, pane_tables):
 
 @pytest.mark.spark
 def test_bad_table_option_lists_accepted_tables(spark, pane_tables):
-    with pytest.raises(Exception, match="invalid option 'table' = 'latest'.*Accepted: 'current', 'triggers' or 'retractions'"):
+    with pytest.raises(Exception, match="invalid option 'table' = 'latest'.*Accepted: 'current', 'triggers', "
+                                        "'retractions' \\(under the sink's path\\) or 'late'"):
         windowed_frame(spark, pane_tables, "latest").schema
 
 
@@ -186,3 +187,37 @@ def test_spark_reads_values_of_every_mapped_type(spark, tmp_path):
     assert got["st"] == {"a": "z", "ts": datetime(2024, 1, 1)}
     assert isinstance(spark.read.format("windowed").option("path", str(tmp_path))
                       .option("table", "current").load().schema["d"].dataType, DateType)
+
+
+@pytest.fixture(scope="module")
+def late_table(spark, tmp_path_factory):
+    """The late-data table of a generated stream with late and out-of-order events."""
+    root = tmp_path_factory.mktemp("late")
+    panes = (spark.readStream.format("windowed").option("source", "generator").option("totalEvents", "600")
+             .option("eventsPerBatch", "200").option("keys", "4").option("lateFraction", "0.2")
+             .option("timestampColumn", "event_time").option("keyColumns", "user_id")
+             .option("window", "tumbling(10 seconds)").option("watermark", "bounded(1 second)")
+             .option("aggregate", "count(*) AS n").option("stateLocation", str(root / "state"))
+             .option("lateDataPath", str(root / "late")).load())
+    (panes.writeStream.format("windowed").option("path", str(root / "panes"))
+     .option("checkpointLocation", str(root / "chk")).trigger(availableNow=True).start().awaitTermination())
+    return root / "late"
+
+
+@pytest.mark.spark
+def test_the_late_table_reads_through_the_plugin_and_sql(spark, late_table):
+    got = windowed_frame(spark, late_table, "late")
+    expected = pane_table(late_table)
+    assert expected.num_rows > 0
+    assert_df_equality(got, spark.createDataFrame([tuple(r.values()) for r in expected.to_pylist()],
+                                                  arrow_to_spark_schema(expected.schema)),
+                       ignore_row_order=True, ignore_nullable=True)
+    spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW late_clicks USING windowed OPTIONS (path '{late_table}', table 'late')")
+    by_reason = dict(spark.sql("SELECT reason, count(*) FROM late_clicks GROUP BY reason").collect())
+    assert sum(by_reason.values()) == expected.num_rows and "too_late" in by_reason
+
+
+@pytest.mark.spark
+def test_the_late_table_read_names_the_missing_table(spark, tmp_path):
+    with pytest.raises(Exception, match="no late-data table at .*lateDataPath"):
+        windowed_frame(spark, tmp_path / "nothing", "late").schema
