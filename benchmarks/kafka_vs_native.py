@@ -94,11 +94,11 @@ def main() -> int:
         from pyspark.sql import functions as F
 
         import spark_windowing
+        from spark_windowing.datasource.packages import jar_confs
         spark = (SparkSession.builder.master("local[2]").appName("kafka-bench")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                  .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "3g")
-                 .config("spark.jars.packages", f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
-                 .config("spark.jars.ivy", os.path.expanduser("~/.cache/spark-windowing/ivy"))
+                 .config(map=jar_confs(f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"))
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         spark_windowing.register(spark)

@@ -317,9 +317,9 @@ def session(args: argparse.Namespace):
                .config("spark.sql.streaming.numRecentProgressUpdates", "10000"))
     if args.feed == "kafka":  # Spark's own Kafka source, for native (see the docstring)
         import pyspark
-        builder = (builder.config("spark.jars.packages",
-                                  f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}")
-                   .config("spark.jars.ivy", os.path.expanduser("~/.cache/spark-windowing/ivy")))
+
+        from spark_windowing.datasource.packages import jar_confs
+        builder = builder.config(map=jar_confs(f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

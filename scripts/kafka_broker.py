@@ -53,7 +53,8 @@ def kafka_lib(version: str = KAFKA_VERSION) -> Path:
         return lib
     tmp = lib.with_name(f"lib.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    cmd = [_java(), "-jar", _ivy_jar(), "-cache", str(CACHE / "ivy-cache"),
+    settings = Path(__file__).resolve().parents[1] / "spark_windowing" / "datasource" / "ivysettings.xml"
+    cmd = [_java(), "-jar", _ivy_jar(), "-settings", str(settings), "-cache", str(CACHE / "ivy-cache-central"),
            "-dependency", "org.apache.kafka", "kafka_2.13", version,
            "-retrieve", f"{tmp}/[artifact]-[revision](-[classifier]).[ext]"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -20,7 +20,7 @@ from spark_windowing.process import ProcessContext
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.state import restore, snapshot
 
-__all__ = ["register", "attach_progress", "OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
+__all__ = ["register", "attach_progress", "ivy_settings_path", "OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
            "SnapshotError", "WindowingError", "ProcessContext", "ProcessError"]
 __version__ = "0.1.0"
 
@@ -38,3 +38,11 @@ def attach_progress(spark, *args, **kwargs):
     (``spark_windowing.datasource.progress.attach_progress``)."""
     from spark_windowing.datasource.progress import attach_progress as _attach
     return _attach(spark, *args, **kwargs)
+
+
+def ivy_settings_path() -> str:
+    """An ``ivysettings.xml`` for ``spark.jars.ivySettings`` that fetches ``spark.jars.packages``
+    (delta-spark, Spark's Kafka connector) from Maven Central only, never from ``~/.m2``
+    (``spark_windowing.datasource.packages``)."""
+    from spark_windowing.datasource.packages import ivy_settings_path as _path
+    return _path()

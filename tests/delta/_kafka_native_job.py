@@ -28,11 +28,11 @@ def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offs
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from spark_windowing.datasource.packages import jar_confs
+
     spark = (SparkSession.builder.master("local[2]").appName("kafka-native")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.jars.packages", kafka_package())
-             .config("spark.jars.ivy", os.path.expanduser("~/.cache/spark-windowing/ivy"))
+             .config("spark.sql.session.timeZone", "UTC").config(map=jar_confs(kafka_package()))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)

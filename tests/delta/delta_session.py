@@ -1,6 +1,7 @@
 """A SparkSession with delta-spark (the JVM Delta Lake), for the interoperability tests and their
 subprocess jobs. The JVM package ``io.delta:delta-spark_<spark major.minor>_2.13:<delta-spark
-version>`` comes from Maven Central through Spark's ``spark.jars.packages`` into an Ivy cache under
+version>`` comes from Maven Central through Spark's ``spark.jars.packages``, resolved with the
+project's Ivy settings (Maven Central only, never ``~/.m2``) into a cache under
 ``$SPARK_WINDOWING_CACHE`` (default ``~/.cache/spark-windowing``), fetched once."""
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 from importlib.metadata import version
-from pathlib import Path
 
 
 def delta_package() -> str:
@@ -18,11 +18,6 @@ def delta_package() -> str:
     return f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta-spark')}"
 
 
-def ivy_dir() -> str:
-    cache = os.environ.get("SPARK_WINDOWING_CACHE") or str(Path.home() / ".cache" / "spark-windowing")
-    return str(Path(cache) / "ivy")
-
-
 def builder(app: str, *, warehouse: str | None = None, metastore: str | None = None):
     """A local[2] session builder with Delta's SQL extension and catalog; with ``metastore``, a Hive
     catalog kept in a Derby database at that directory (tables persist across sessions)."""
@@ -30,10 +25,12 @@ def builder(app: str, *, warehouse: str | None = None, metastore: str | None = N
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    b = (SparkSession.builder.master("local[2]").appName(app)
-         .config("spark.jars.packages", delta_package())
-         .config("spark.jars.ivy", ivy_dir())
-         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+    from spark_windowing.datasource.packages import jar_confs
+
+    b = SparkSession.builder.master("local[2]").appName(app)
+    for k, v in jar_confs(delta_package()).items():
+        b = b.config(k, v)
+    b = (b.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
          .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
          .config("spark.ui.enabled", "false")
          .config("spark.sql.shuffle.partitions", "2")
