@@ -252,6 +252,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             storage.write_atomic(marker, spec.encode())
         else:
             check_state_spec(cfg, json.loads(existing))
+        ensure_late_table(cfg)
         self._checked = True
 
     # ------------------------------------------------------------------ read (executors)
@@ -404,6 +405,17 @@ def open_store(cfg: SourceConfig, shard: int, seq: int) -> tuple[StateStore, boo
             cached.max_rows = cfg.state_memory_rows
             return cached, False
     return StateStore.open(cfg.spec, storage, root, seq, input_schema(cfg), **kw), seq > 0
+
+
+def ensure_late_table(cfg: SourceConfig) -> None:
+    """Create the late-data table, empty, when the query starts (driver): a query that dropped
+    nothing still has a table to read (``table=late``) and count from. Late rows are the upstream
+    event's columns plus ``spark_windowing.panes.LATE_FIELDS``; later appends merge into it."""
+    if not cfg.late_data_path or _is_delta_table(cfg.late_data_path):
+        return
+    from deltalake import write_deltalake
+    schema = WindowedOperator(cfg.spec, input_schema(cfg)).late_schema()
+    write_deltalake(cfg.late_data_path, schema.empty_table(), mode="append", schema_mode="merge")
 
 
 def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:

@@ -221,3 +221,18 @@ def test_the_late_table_reads_through_the_plugin_and_sql(spark, late_table):
 def test_the_late_table_read_names_the_missing_table(spark, tmp_path):
     with pytest.raises(Exception, match="no late-data table at .*lateDataPath"):
         windowed_frame(spark, tmp_path / "nothing", "late").schema
+
+
+@pytest.mark.spark
+def test_a_query_that_dropped_nothing_has_an_empty_late_table(spark, tmp_path):
+    """The source creates its late-data table when the query starts, not at the first late row."""
+    panes = (spark.readStream.format("windowed").option("source", "generator").option("totalEvents", "50")
+             .option("eventsPerBatch", "50").option("keys", "2").option("timestampColumn", "event_time")
+             .option("keyColumns", "user_id").option("window", "tumbling(1 minute)")
+             .option("aggregate", "count(*) AS n").option("stateLocation", str(tmp_path / "state"))
+             .option("lateDataPath", str(tmp_path / "late")).load())
+    (panes.writeStream.format("windowed").option("path", str(tmp_path / "panes"))
+     .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start().awaitTermination())
+    late = windowed_frame(spark, tmp_path / "late", "late")
+    assert late.count() == 0
+    assert {"user_id", "event_time", "amount", "reason", "window_start", "batch_seq"} <= set(late.columns)

@@ -1,0 +1,60 @@
+"""The install path a user takes: the wheel built from this checkout, installed with its ``spark``
+extra into a bare virtualenv outside the checkout, runs the README's own-project example (the python
+block after ``<!-- own-project-example -->``) from an empty temporary directory. A module or data
+file missing from the wheel, a wrong dependency range or an example that needs the repository
+fails here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKER = "<!-- own-project-example -->"
+
+
+def own_project_example(readme: str) -> str:
+    """The python code block that follows the marker line in the README."""
+    _, marker, rest = readme.partition(MARKER)
+    assert marker, f"README.md has no {MARKER} line"
+    found = re.match(r"\s*```python\n(.*?)\n```", rest, re.S)
+    assert found, f"no python code block right after {MARKER}"
+    return found.group(1)
+
+
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    done = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    assert done.returncode == 0, f"{' '.join(cmd)}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def test_the_wheel_runs_the_readme_example_in_a_bare_virtualenv(tmp_path):
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)],
+         timeout=300)
+    wheel, = dist.glob("spark_windowing-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = str(env_dir / "bin" / "python")
+    _run([python, "-m", "pip", "install", "--quiet", f"{wheel}[spark]"], timeout=900)
+
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "example.py").write_text(own_project_example((ROOT / "README.md").read_text()))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+    done = _run([python, "example.py"], cwd=work, env=env, timeout=600)
+    imported = _run([python, "-c", "import spark_windowing, pyspark_windowed; print(spark_windowing.__file__)"],
+                    cwd=work, env=env).stdout
+    assert str(env_dir) in imported and str(ROOT) not in imported   # the wheel's copy, not the checkout's
+    assert done.stdout.strip(), "the example prints its results"
+    assert "Warning" not in done.stderr, done.stderr[-2000:]          # quiet: no dependency warnings
