@@ -24,6 +24,29 @@ if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   touch "$STAMP"
 fi
 
+# A wheelhouse of the project's runtime dependencies (and its build backend), so that
+# tests/spark/test_wheel.py can build the wheel and install it into a bare virtualenv without
+# reaching a package index.
+export SPARK_WINDOWING_CACHE="${SPARK_WINDOWING_CACHE:-$HOME/.cache/spark-windowing}"
+WHEELHOUSE="$SPARK_WINDOWING_CACHE/wheelhouse"
+if [ ! -f "$WHEELHOUSE/.complete" ] || [ "$ROOT/pyproject.toml" -nt "$WHEELHOUSE/.complete" ]; then
+  echo "[setup] filling the wheelhouse $WHEELHOUSE (the project's dependencies, for the wheel test)"
+  "$VENV/bin/python" - "$ROOT/pyproject.toml" > "$VENV/.wheel-requirements.txt" <<'PYREQ'
+import sys
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    from pip._vendor import tomli as tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))
+build = project["build-system"]["requires"]
+print("\n".join(build + ["wheel"] + project["project"]["dependencies"]
+                + project["project"]["optional-dependencies"]["spark"]))
+PYREQ
+  "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check -d "$WHEELHOUSE" \
+    -r "$VENV/.wheel-requirements.txt"
+  touch "$WHEELHOUSE/.complete"
+fi
+
 java_major() {  # prints the major version of the java at $1, or nothing
   "$1" -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n1
 }

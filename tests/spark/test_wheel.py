@@ -2,7 +2,8 @@
 extra into a bare virtualenv outside the checkout, runs the README's own-project example (the python
 block after ``<!-- own-project-example -->``) from an empty temporary directory. A module or data
 file missing from the wheel, a wrong dependency range or an example that needs the repository
-fails here.
+fails here. No package index is reached: the wheel is built and installed from the wheelhouse
+that ``scripts/_setup.sh`` fills (``$SPARK_WINDOWING_CACHE/wheelhouse``).
 """
 
 from __future__ import annotations
@@ -37,15 +38,22 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return done
 
 
+def _wheelhouse() -> Path:
+    cache = os.environ.get("SPARK_WINDOWING_CACHE") or str(Path.home() / ".cache" / "spark-windowing")
+    house = Path(cache) / "wheelhouse"
+    assert (house / ".complete").exists(), f"no wheelhouse at {house}: scripts/test.sh (scripts/_setup.sh) fills it"
+    return house
+
+
 def test_the_wheel_runs_the_readme_example_in_a_bare_virtualenv(tmp_path):
+    offline = ["--no-index", "--find-links", str(_wheelhouse())]
     dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(ROOT)],
-         timeout=300)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *offline, "-w", str(dist), str(ROOT)], timeout=300)
     wheel, = dist.glob("spark_windowing-*.whl")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = str(env_dir / "bin" / "python")
-    _run([python, "-m", "pip", "install", "--quiet", f"{wheel}[spark]"], timeout=900)
+    _run([python, "-m", "pip", "install", "--quiet", *offline, f"{wheel}[spark]"], timeout=900)
 
     work = tmp_path / "project"
     work.mkdir()
