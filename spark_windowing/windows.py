@@ -151,12 +151,22 @@ class Session(WindowFn):
 
 @dataclass(frozen=True)
 class CountWindow(WindowFn):
-    """Storm/Flink count windows, per key in arrival order (upstream order within a micro-batch):
-    window ``j`` holds the key's elements number ``j·slide … j·slide + size − 1`` (0-based).
-    ``slide`` defaults to ``size`` (tumbling). A window fires when it is full (default trigger
-    ``AfterCount(size)``), as ON_TIME and final; time plays no part in which window an element is in.
-    Panes report ``window_start``/``window_end`` = the first/last element's timestamp and
-    ``window_seq`` = ``j``."""
+    """Count windows as Flink's ``KeyedStream.countWindow(size, slide)`` (``GlobalWindows`` +
+    ``CountEvictor.of(size)`` + ``CountTrigger.of(slide)``) and Storm's
+    ``withWindow(Count.of(size), Count.of(slide))`` define them, per key in arrival order
+    (upstream order within a micro-batch): at every ``slide``-th element of a key, a window holding
+    that key's last ``size`` elements — fewer at the start of the key's stream.
+
+    Window ``j`` (0-based, ``window_seq``) holds the key's elements number
+    ``max(0, (j+1)·slide − size) … (j+1)·slide − 1`` (0-based): it is *complete* at the key's
+    ``(j+1)·slide``-th element, holding ``min(size, (j+1)·slide)`` elements. ``count(2, 1)`` over
+    1, 2, 4 gives {1}, {1, 2}, {2, 4}; ``count(3, 2)`` over 1, 2, 4, 8, 16 gives {1, 2},
+    {2, 4, 8} (and {8, 16, …} at the 6th element). ``slide`` defaults to ``size`` (tumbling:
+    every window holds ``size`` elements). A complete window can get no more elements: the default
+    trigger (``Default()``) fires it then, once, ON_TIME and final; earlier panes are EARLY; it is
+    removed after the batch that completed it. Time plays no part in which window an element is
+    in. Panes report ``window_start``/``window_end`` = the earliest/latest timestamp among its
+    elements and ``window_seq`` = ``j``."""
 
     size: int
     slide: int = 0
@@ -173,13 +183,17 @@ class CountWindow(WindowFn):
         return self.slide or self.size
 
     def assign_ordinals(self, ordinal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(element index, window number) for elements with these per-key ordinals."""
-        k = -(-self.size // self.step)
-        last = ordinal // self.step
-        j = last[:, None] - np.arange(k, dtype=np.int64)[None, :]
-        keep = (j >= 0) & (j * self.step + self.size > ordinal[:, None])
+        """(element index, window number) for elements with these per-key ordinals: element ``o``
+        is in windows ``o // step … (o + size) // step − 1``."""
+        k = -(-self.size // self.step)  # at most this many windows per element
+        j = (ordinal // self.step)[:, None] + np.arange(k, dtype=np.int64)[None, :]
+        keep = (j + 1) * self.step - self.size <= ordinal[:, None]
         idx = np.broadcast_to(np.arange(len(ordinal), dtype=np.int64)[:, None], j.shape)[keep]
         return idx, j[keep]
+
+    def needed(self, window: np.ndarray) -> np.ndarray:
+        """The number of elements windows number ``window`` hold once complete."""
+        return np.minimum(self.size, (window + 1) * self.step)
 
     def spec(self) -> str:
         return f"count({self.size}, {self.step})"
@@ -376,6 +390,8 @@ def _build(call: Call, text: str) -> WindowFn:
             arg = call.args[1]
             slide = _count(_elements(arg) if _elements(arg) is not None else arg,
                            "slide", text, alt=" or a duration (count(<size>, <every>))")
+            if slide < 1:  # 0 would read as "no slide given" (tumbling)
+                raise OptionError("window", text, WINDOW_FORMS, why="count windows need size >= 1 and slide >= 1")
         return CountWindow(size, slide)
     if name == "cumulate":
         _nargs(call, text, 2, 3)
