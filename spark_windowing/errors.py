@@ -28,6 +28,33 @@ def _rebuild_option_error(option, value, accepted, why):
     return OptionError(option, value, accepted, why=why)
 
 
+class UnknownOptionError(OptionError):
+    """An option name no reader knows. The first line names it and the closest known names in
+    their documented casing; the accepted names follow on the next line.
+
+    >>> print(UnknownOptionError("acumulationMode", "accumulating", "the README's Options table",
+    ...                          suggestions=["accumulationMode"]))
+    unknown option 'acumulationMode': did you mean 'accumulationMode'?
+    Accepted: the README's Options table
+    """
+
+    def __init__(self, option: str, value: object, accepted: str, *, suggestions=()) -> None:
+        super().__init__(option, value, accepted, why="unknown option")
+        self.suggestions = tuple(suggestions)
+        if self.suggestions:
+            hint = ": did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        else:
+            hint = " (no known option is close)"
+        self.args = (f"unknown option {option!r}{hint}\nAccepted: {accepted}",)
+
+    def __reduce__(self):
+        return (_rebuild_unknown_option_error, (self.option, self.value, self.accepted, self.suggestions))
+
+
+def _rebuild_unknown_option_error(option, value, accepted, suggestions):
+    return UnknownOptionError(option, value, accepted, suggestions=suggestions)
+
+
 class SnapshotError(WindowingError):
     """A state snapshot is missing, corrupt, of another format version or of another spec."""
 

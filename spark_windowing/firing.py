@@ -10,7 +10,7 @@ timer and pane-bookkeeping columns, and turns firings into pane rows.
   reaches it, not in later ones, even where the trigger keeps it (``AfterAll`` keeps a fired
   ``AfterProcessingTime`` deadline beside a ``ContinuousEventTime``, which never finishes).
 * ``emit``: a firing's pane — timing (EARLY before the end, ON_TIME for the first pane at the end
-  of window, LATE after; count windows are ON_TIME once full; buffered kinds always ON_TIME),
+  of window, LATE after; count windows are ON_TIME once complete; buffered kinds always ON_TIME),
   ``is_final``, ``pane_timestamp`` by the timestamp combiner, the RETRACTION of the previous pane
   under ``accumulating_and_retracting``, and the bookkeeping the next firing needs.
 * ``row_timers``: per window, when a step without input could change it (the state store loads
@@ -33,6 +33,7 @@ from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, TIMESTAMP, TIM
 from spark_windowing.process import PaneInfo
 from spark_windowing.triggers import NONE, Ctx
 from spark_windowing.window_table import I64_MAX, I64_MIN, WindowTable
+from spark_windowing.windows import CountWindow
 
 if TYPE_CHECKING:
     from spark_windowing.spec import OperatorSpec
@@ -73,7 +74,7 @@ class TriggerDriver:
             return
         wm, proc = clock.wm, clock.proc
         we = cols["we"]
-        c = Ctx(cols, we, wm, proc, n_new, min_ts_new)
+        c = Ctx(cols, we, wm, proc, n_new, min_ts_new, self.past_end(wm))
         spec.trigger.on_element(c, "", touched)
         cols["eow"] |= touched & (wm < we)  # any element before the end sets the end-of-window timer
         eow_due = cols["eow"] & (we <= wm)
@@ -93,6 +94,20 @@ class TriggerDriver:
         if finished.any():
             self.close(np.flatnonzero(finished))
 
+    def complete(self) -> np.ndarray:
+        """Per window: a count window that holds its last element (it can get no more); False
+        for every other kind."""
+        w = self.spec.window
+        if not isinstance(w, CountWindow):
+            return np.zeros(len(self.table), dtype=bool)
+        return self.table.cols["cnt"] >= w.needed(self.table.cols["ws"])
+
+    def past_end(self, wm: int) -> np.ndarray:
+        """Per window: past its end — the watermark reached it, or the count window is complete."""
+        if isinstance(self.spec.window, CountWindow):
+            return self.complete()
+        return self.table.cols["we"] <= wm
+
     def close(self, rows: np.ndarray) -> None:
         """Mark ``rows`` finished: tombstones without contents until they expire."""
         if len(rows):
@@ -107,7 +122,10 @@ class TriggerDriver:
         spec, cols = self.spec, self.table.cols
         we = cols["we"][rows]
         timing = self._timing(rows, eow_due, clock)
-        final = finished | (we + spec.allowed_lateness <= clock.wm)
+        if isinstance(spec.window, CountWindow):  # complete: no more elements can come
+            final = finished | self.complete()[rows]
+        else:
+            final = finished | (we + spec.allowed_lateness <= clock.wm)
         values = agg.outputs(self.aggs, cols, rows, lambda: self._pane_info(rows, timing, final, clock))
         emit = self._worth_emitting(rows, values)
         gone = cols["net"][rows] <= 0 if spec.window.inherit else np.zeros(len(rows), dtype=bool)
@@ -133,8 +151,8 @@ class TriggerDriver:
         spec, cols = self.spec, self.table.cols
         if spec.window.mixed:  # evaluated once, when complete
             return np.full(len(rows), ON_TIME)
-        if spec.window.count_based:  # a full window is on time; before that, early
-            return np.where(cols["cnt"][rows] >= spec.window.size, ON_TIME, EARLY)
+        if spec.window.count_based:  # a complete window is on time; before that, early
+            return np.where(self.complete()[rows], ON_TIME, EARLY)
         early = clock.wm < cols["we"][rows]
         return np.where(early, EARLY, np.where(eow_due & (cols["nonspec"][rows] == 0), ON_TIME, LATE))
 
@@ -246,7 +264,8 @@ class TriggerDriver:
         n = len(self.table)
         cols = self.table.cols
         live = ~cols["closed"]
-        c = Ctx(cols, cols["we"], clock.wm, clock.proc, np.zeros(n, np.int64), np.zeros(n, np.int64))
+        c = Ctx(cols, cols["we"], clock.wm, clock.proc, np.zeros(n, np.int64), np.zeros(n, np.int64),
+                self.past_end(clock.wm))
         ev_t, pt_t = self.spec.trigger.timers(c, "")
         ev = np.where(live & cols["eow"], cols["we"], MAX_TIME)
         for t in ev_t:

@@ -402,8 +402,9 @@ class WindowedOperator:
     def _expire(self) -> int:
         if self.num_windows == 0:
             return 0
-        if self.spec.window.count_based:  # a finished count window can get no more elements
-            expired = self.table.closed.copy()
+        if self.spec.window.count_based:  # a finished or complete count window can get no more elements
+            assert self.firing is not None
+            expired = self.table.closed | self.firing.complete()
         else:
             expired = self.table.we + self.spec.allowed_lateness <= self.wm
         count = int(expired.sum())

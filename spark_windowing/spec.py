@@ -18,7 +18,7 @@ from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
 from spark_windowing.process import Evictor, check_target, load_process, parse_evictor
 from spark_windowing.join import JoinSpec, build_join
-from spark_windowing.triggers import AfterCount, Default, Never, Trigger, parse_trigger
+from spark_windowing.triggers import Default, Never, Trigger, parse_trigger
 from spark_windowing.windows import CountWindow, GlobalWindow, RecordSliding, WindowFn, parse_window
 
 ACCUMULATION_MODES = ("discarding", "accumulating", "accumulating_and_retracting")
@@ -127,8 +127,7 @@ class OperatorSpec:
         if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.mixed)
             t: Trigger = _mixed_checks(w, trigger, allowed_lateness)
         elif trigger is None or not str(trigger).strip():
-            t = (Never() if isinstance(w, GlobalWindow) else
-                 AfterCount(w.size) if isinstance(w, CountWindow) else Default())
+            t = Never() if isinstance(w, GlobalWindow) else Default()
         else:
             t = parse_trigger(trigger)
         unit = None
@@ -176,6 +175,10 @@ class OperatorSpec:
             doc["evictor"] = self.evictor.spec()
         if self.join is not None:  # absent for one stream: their fingerprints stay as they were
             doc["join"] = self.join.describe()
+        if isinstance(self.window, CountWindow) and self.window.step < self.window.size:
+            # count(size, slide) follows Flink's countWindow since issue #27; state written under
+            # the earlier meaning (windows starting at every slide-th element) must not restore
+            doc["count_windows"] = "flink"
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
     def describe(self) -> dict[str, object]:

@@ -46,15 +46,18 @@ class Ctx:
     * ``cols``: row-aligned state columns (trigger columns are named ``t<path>:<name>``).
     * ``end``: window end per row; ``wm``: input watermark; ``proc``: processing time.
     * ``n_new`` / ``min_ts_new``: elements added to each row in this batch, and their min timestamp.
+    * ``passed``: which rows are past their window's end — the watermark reached it (``end <=
+      wm``, the default) or, for count windows, the window holds its last element.
 
     The end-of-window timer is row-level (set by any element arriving before the window end,
     whatever part of the trigger is active), so it is not part of this context.
     """
 
     def __init__(self, cols: dict[str, np.ndarray], end: np.ndarray, wm: int, proc: int,
-                 n_new: np.ndarray, min_ts_new: np.ndarray) -> None:
+                 n_new: np.ndarray, min_ts_new: np.ndarray, passed: np.ndarray | None = None) -> None:
         self.cols, self.end, self.wm, self.proc = cols, end, wm, proc
         self.n_new, self.min_ts_new = n_new, min_ts_new
+        self.passed = end <= wm if passed is None else passed
 
     def zeros(self) -> np.ndarray:
         return np.zeros(len(self.end), dtype=bool)
@@ -134,10 +137,11 @@ def _zeros(c: Ctx) -> np.ndarray:
 @dataclass(frozen=True)
 class Default(Trigger):
     """Beam's default: an ON_TIME pane when the watermark passes the window end, then a LATE pane
-    for every later batch that brings elements within allowed lateness. Never finishes."""
+    for every later batch that brings elements within allowed lateness. Never finishes. (A count
+    window's end is its last element: one ON_TIME pane when it is complete.)"""
 
     def should_fire(self, c, path):
-        return c.end <= c.wm
+        return c.passed.copy()
 
     def on_fire(self, c, path, m):
         return _zeros(c)
@@ -251,7 +255,7 @@ class ContinuousEventTime(Trigger):
         return (nxt != NONE) & (nxt < c.wm)
 
     def should_fire(self, c, path):
-        return self._passed(c, path) | (c.end <= c.wm)
+        return self._passed(c, path) | c.passed
 
     def on_fire(self, c, path, m):
         col = c.col(path, "next")
@@ -353,7 +357,7 @@ class AfterWatermark(Trigger):
 
     def should_fire(self, c, path):
         is_late = self._is_late(c, path)
-        passed = c.end <= c.wm
+        passed = c.passed
         out = ~is_late & passed
         if self.early is not None:
             out |= ~is_late & ~passed & Repeatedly(self.early).should_fire(c, path + ".e")
@@ -363,7 +367,7 @@ class AfterWatermark(Trigger):
 
     def on_fire(self, c, path, m):
         is_late = self._is_late(c, path)
-        passed = c.end <= c.wm
+        passed = c.passed
         fin = c.zeros()
         if self.late is not None:
             Repeatedly(self.late).on_fire(c, path + ".l", m & is_late)

@@ -26,7 +26,18 @@ WINDOW_FORMS = ("tumbling(<size>[, <offset>]), sliding(<size>, <slide>[, <offset
                 "sliding(<size>, <n> elements), cumulate(<maxSize>, <step>[, <offset>]), count(<size>[, <slide>]), "
                 "count(<size>, <every duration>[, <offset>]), record_sliding(<size>), session(<gap>), session(gapColumn=<column>), "
                 "global, inherit "
-                "— sizes are durations such as '10 minutes', counts are integers ('100' or '100 elements')")
+                "— sizes are durations such as '10 minutes', counts are integers ('100' or '100 elements'); "
+                "an offset may be negative and must satisfy |offset| < size (tumbling), slide (sliding), "
+                "maxSize (cumulate) or every (count)")
+
+
+def _check_offset(fn: "WindowFn", offset: int, period: int, what: str, engine: str) -> None:
+    """Flink's rule for window offsets: ``|offset| < period`` (negative offsets shift the grid
+    back); anything larger names the same grid as ``offset mod period`` and is refused."""
+    if not abs(offset) < period:
+        raise OptionError("window", fn.spec(), WINDOW_FORMS,
+                          why=f"the offset must satisfy |offset| < {what} (as {engine}); "
+                              f"got offset {format_duration(offset)} with {what} {format_duration(period)}")
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,9 @@ class WindowFn:
 
 @dataclass(frozen=True)
 class Tumbling(WindowFn):
-    """Fixed windows ``[offset + k·size, offset + (k+1)·size)``."""
+    """Fixed windows ``[offset + k·size, offset + (k+1)·size)``, ``|offset| < size`` (negative
+    allowed: ``tumbling(1 day, -8 hours)`` starts days at 16:00 UTC), as Flink's
+    ``TumblingEventTimeWindows.of(size, offset)``."""
 
     size: int
     offset: int = 0
@@ -58,6 +71,7 @@ class Tumbling(WindowFn):
     def __post_init__(self) -> None:
         if self.size <= 0:
             raise OptionError("window", self.spec(), WINDOW_FORMS, why="size must be > 0")
+        _check_offset(self, self.offset, self.size, "size", "Flink's TumblingEventTimeWindows")
 
     def assign(self, ts, gap=None):
         start = (ts - self.offset) // self.size * self.size + self.offset
@@ -69,7 +83,8 @@ class Tumbling(WindowFn):
 
 @dataclass(frozen=True)
 class Sliding(WindowFn):
-    """Hopping windows of ``size`` starting every ``slide`` (as Spark's ``window(ts, size, slide)``)."""
+    """Hopping windows of ``size`` starting every ``slide`` at ``offset + k·slide`` (as Spark's
+    ``window(ts, size, slide)``), ``|offset| < slide`` as Flink's ``SlidingEventTimeWindows``."""
 
     size: int
     slide: int
@@ -81,6 +96,7 @@ class Sliding(WindowFn):
         if self.slide > self.size:
             raise OptionError("window", self.spec(), WINDOW_FORMS,
                               why="slide must not exceed size (elements would fall between windows)")
+        _check_offset(self, self.offset, self.slide, "slide", "Flink's SlidingEventTimeWindows")
 
     def assign(self, ts, gap=None):
         k = -(-self.size // self.slide)
@@ -99,7 +115,7 @@ class Sliding(WindowFn):
 @dataclass(frozen=True)
 class Cumulate(WindowFn):
     """Flink's CUMULATE: within each period ``[s, s + max_size)`` (aligned to the epoch plus
-    ``offset``) the windows ``[s, s + step)``, ``[s, s + 2·step)`` … ``[s, s + max_size)``; an
+    ``offset``, ``|offset| < maxSize``) the windows ``[s, s + step)``, ``[s, s + 2·step)`` … ``[s, s + max_size)``; an
     element belongs to every one of them that ends after it. Windows share their start, so they are
     told apart by (start, end)."""
 
@@ -113,6 +129,8 @@ class Cumulate(WindowFn):
             raise OptionError("window", self.spec(), WINDOW_FORMS, why="maxSize and step must be > 0")
         if self.max_size % self.step:
             raise OptionError("window", self.spec(), WINDOW_FORMS, why="maxSize must be a multiple of step")
+        _check_offset(self, self.offset, self.max_size, "maxSize",
+                      "Flink's TumblingEventTimeWindows for the periods")
 
     def assign(self, ts, gap=None):
         k = self.max_size // self.step
@@ -151,12 +169,22 @@ class Session(WindowFn):
 
 @dataclass(frozen=True)
 class CountWindow(WindowFn):
-    """Storm/Flink count windows, per key in arrival order (upstream order within a micro-batch):
-    window ``j`` holds the key's elements number ``j·slide … j·slide + size − 1`` (0-based).
-    ``slide`` defaults to ``size`` (tumbling). A window fires when it is full (default trigger
-    ``AfterCount(size)``), as ON_TIME and final; time plays no part in which window an element is in.
-    Panes report ``window_start``/``window_end`` = the first/last element's timestamp and
-    ``window_seq`` = ``j``."""
+    """Count windows as Flink's ``KeyedStream.countWindow(size, slide)`` (``GlobalWindows`` +
+    ``CountEvictor.of(size)`` + ``CountTrigger.of(slide)``) and Storm's
+    ``withWindow(Count.of(size), Count.of(slide))`` define them, per key in arrival order
+    (upstream order within a micro-batch): at every ``slide``-th element of a key, a window holding
+    that key's last ``size`` elements — fewer at the start of the key's stream.
+
+    Window ``j`` (0-based, ``window_seq``) holds the key's elements number
+    ``max(0, (j+1)·slide − size) … (j+1)·slide − 1`` (0-based): it is *complete* at the key's
+    ``(j+1)·slide``-th element, holding ``min(size, (j+1)·slide)`` elements. ``count(2, 1)`` over
+    1, 2, 4 gives {1}, {1, 2}, {2, 4}; ``count(3, 2)`` over 1, 2, 4, 8, 16 gives {1, 2},
+    {2, 4, 8} (and {8, 16, …} at the 6th element). ``slide`` defaults to ``size`` (tumbling:
+    every window holds ``size`` elements). A complete window can get no more elements: the default
+    trigger (``Default()``) fires it then, once, ON_TIME and final; earlier panes are EARLY; it is
+    removed after the batch that completed it. Time plays no part in which window an element is
+    in. Panes report ``window_start``/``window_end`` = the earliest/latest timestamp among its
+    elements and ``window_seq`` = ``j``."""
 
     size: int
     slide: int = 0
@@ -173,13 +201,17 @@ class CountWindow(WindowFn):
         return self.slide or self.size
 
     def assign_ordinals(self, ordinal: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(element index, window number) for elements with these per-key ordinals."""
-        k = -(-self.size // self.step)
-        last = ordinal // self.step
-        j = last[:, None] - np.arange(k, dtype=np.int64)[None, :]
-        keep = (j >= 0) & (j * self.step + self.size > ordinal[:, None])
+        """(element index, window number) for elements with these per-key ordinals: element ``o``
+        is in windows ``o // step … (o + size) // step − 1``."""
+        k = -(-self.size // self.step)  # at most this many windows per element
+        j = (ordinal // self.step)[:, None] + np.arange(k, dtype=np.int64)[None, :]
+        keep = (j + 1) * self.step - self.size <= ordinal[:, None]
         idx = np.broadcast_to(np.arange(len(ordinal), dtype=np.int64)[:, None], j.shape)[keep]
         return idx, j[keep]
+
+    def needed(self, window: np.ndarray) -> np.ndarray:
+        """The number of elements windows number ``window`` hold once complete."""
+        return np.minimum(self.size, (window + 1) * self.step)
 
     def spec(self) -> str:
         return f"count({self.size}, {self.step})"
@@ -188,7 +220,8 @@ class CountWindow(WindowFn):
 @dataclass(frozen=True)
 class CountEvery(WindowFn):
     """Storm's ``withWindow(Count n, Duration d)``: the last ``size`` elements of a key, evaluated
-    every ``every`` (event time, boundaries ``b = offset + k·every`` aligned to the epoch).
+    every ``every`` (event time, boundaries ``b = offset + k·every`` aligned to the epoch,
+    ``|offset| < every``).
 
     Once the watermark reaches a boundary ``b``, a key that has elements with ``b − every <= ts < b``
     (its window changed since the previous boundary) gets one window: its last ``size`` elements
@@ -207,6 +240,15 @@ class CountEvery(WindowFn):
         if self.size < 1 or self.every <= 0:
             raise OptionError("window", self.spec(), WINDOW_FORMS,
                               why="count(<size>, <every>) needs size >= 1 and a positive duration")
+        _check_offset(self, self.offset, self.every, "every", "Flink's TumblingEventTimeWindows for the boundaries")
+
+    def needed(self, window: np.ndarray) -> np.ndarray:
+        """The number of elements windows number ``window`` hold once complete."""
+        return np.minimum(self.size, (window + 1) * self.step)
+
+    def needed(self, window: np.ndarray) -> np.ndarray:
+        """The number of elements windows number ``window`` hold once complete."""
+        return np.minimum(self.size, (window + 1) * self.step)
 
     def spec(self) -> str:
         return f"count({self.size}, {format_duration(self.every)}, {format_duration(self.offset)})"
@@ -289,10 +331,11 @@ class Inherit(WindowFn):
 
 
 def _dur(arg, what: str, text: str, *, allow_zero=False) -> int:
+    """A duration argument; an offset may be negative, other durations not."""
     if not isinstance(arg, str):
         raise OptionError("window", text, WINDOW_FORMS, why=f"{what} must be a duration")
     try:
-        return parse_duration(arg, option="window", allow_zero=allow_zero)
+        return parse_duration(arg, option="window", allow_zero=allow_zero, allow_negative=what == "offset")
     except OptionError as e:
         why = f"{what} {arg!r} {e.why}" if e.why else f"{what} {arg!r} is not a duration"
         raise OptionError("window", text, WINDOW_FORMS, why=why) from None
@@ -376,6 +419,8 @@ def _build(call: Call, text: str) -> WindowFn:
             arg = call.args[1]
             slide = _count(_elements(arg) if _elements(arg) is not None else arg,
                            "slide", text, alt=" or a duration (count(<size>, <every>))")
+            if slide < 1:  # 0 would read as "no slide given" (tumbling)
+                raise OptionError("window", text, WINDOW_FORMS, why="count windows need size >= 1 and slide >= 1")
         return CountWindow(size, slide)
     if name == "cumulate":
         _nargs(call, text, 2, 3)

@@ -6,13 +6,14 @@ A bad value raises ``OptionError`` naming the option, the value and the accepted
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field, replace
 
 from spark_windowing.datasource.kafka import KafkaConfig, parse_kafka_options
 from spark_windowing.datasource.layout import SOURCES2_DIR, SOURCES_DIR
 from spark_windowing.datasource.maintenance import MaintenanceOptions
 from spark_windowing._time import parse_duration
-from spark_windowing.errors import OptionError
+from spark_windowing.errors import OptionError, UnknownOptionError
 from spark_windowing.spec import OperatorSpec, parse_bool
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
 
@@ -21,27 +22,31 @@ DEFAULT_SHARDS = 2
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
 
-KNOWN_OPTIONS = {
-    "source", "path", "timestampcolumn", "timestampunit", "keycolumns", "window", "trigger",
-    "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
-    "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
-    "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
-    "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes",
+#: Every option, as documented (the README's Options table); Spark hands them to the reader
+#: lower-cased, and error messages spell them this way.
+OPTION_NAMES = (
+    "source", "path", "timestampColumn", "timestampUnit", "keyColumns", "window", "trigger",
+    "timestampCombiner", "accumulationMode", "watermark", "watermarkIdleTimeout", "allowedLateness",
+    "fireOnlyUpdatedPanes", "aggregate", "process", "evictor", "lateDataPath", "stateLocation", "shards",
+    "maxEventsPerBatch", "maxFilesPerTrigger", "startingVersion", "schema", "queryName",
+    "stateBuckets", "stateMemoryRows", "skipChangeCommits", "ignoreDeletes",
     # upkeep of the late-data table (spark_windowing.datasource.maintenance)
-    "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
+    "compactEvery", "vacuumEvery", "vacuumRetention", "checkpointEvery",
     # generator
-    "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
-    "starttime",
+    "eventsPerBatch", "totalEvents", "keys", "eventInterval", "disorder", "lateFraction", "seed",
+    "startTime",
     # a second stream merged per key and window (spark_windowing.join)
-    "join", "source2", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
-    "maxfilespertrigger2", "startingversion2",
+    "join", "source2", "path2", "schema2", "timestampColumn2", "keyColumns2", "aggregate2",
+    "maxFilesPerTrigger2", "startingVersion2",
     # a generated stream 2: the generator options suffixed with 2
-    "eventsperbatch2", "totalevents2", "keys2", "eventinterval2", "disorder2", "latefraction2", "seed2",
-    "starttime2",
+    "eventsPerBatch2", "totalEvents2", "keys2", "eventInterval2", "disorder2", "lateFraction2", "seed2",
+    "startTime2",
     # kafka (spark_windowing.datasource.kafka; every other ``kafka.*`` option goes to the client)
-    "subscribe", "subscribepattern", "assign", "startingoffsets", "maxoffsetspertrigger", "failondataloss",
-    "valueformat", "kafkaconsumer.polltimeoutms",
-}
+    "subscribe", "subscribePattern", "assign", "startingOffsets", "maxOffsetsPerTrigger", "failOnDataLoss",
+    "valueFormat", "kafkaConsumer.pollTimeoutMs",
+)
+KNOWN_OPTIONS = {name.lower() for name in OPTION_NAMES}
+_DOCUMENTED = {name.lower(): name for name in OPTION_NAMES}
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
 JOIN_OPTIONS = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
@@ -111,16 +116,27 @@ def _require(options: dict[str, str], name: str, accepted: str) -> str:
     return str(raw).strip()
 
 
+def _unknown(name: str) -> bool:
+    return name not in KNOWN_OPTIONS and name != "table" and not name.startswith("kafka.")
+
+
+def unknown_option(name: str, value: object) -> UnknownOptionError:
+    """The error for option ``name``: the known options closest to it (difflib, compared
+    case-insensitively), in their documented casing; the whole list on the message's second line."""
+    close = difflib.get_close_matches(name.lower(), sorted(KNOWN_OPTIONS), n=3, cutoff=0.75)
+    accepted = "the options in the README's Options table: " + ", ".join(sorted(OPTION_NAMES, key=str.lower))
+    return UnknownOptionError(name, value, accepted, suggestions=[_DOCUMENTED[c] for c in close])
+
+
 def parse_options(raw: dict[str, str]) -> SourceConfig:
     """Validate and parse the reader options (keys already lower-cased).
 
     Long: one flat sequence of option parses, in the order of the README's option table; each
     line is independent."""
     options = {k.lower(): v for k, v in raw.items()}
-    unknown = sorted(k for k in set(options) - KNOWN_OPTIONS - {"table"} if not k.startswith("kafka."))
+    unknown = sorted((k for k in raw if _unknown(k.lower())), key=str.lower)
     if unknown:
-        raise OptionError(unknown[0], options[unknown[0]], "the options listed in the README (Options): " +
-                          ", ".join(sorted(KNOWN_OPTIONS)), why="unknown option")
+        raise unknown_option(unknown[0], raw[unknown[0]])
     source = _require(options, "source", ", ".join(SOURCES)).lower()
     if source not in SOURCES:
         raise OptionError("source", options["source"], ", ".join(SOURCES))

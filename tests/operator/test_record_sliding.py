@@ -347,3 +347,20 @@ def test_range_aggregation_equals_the_pair_expansion(steps, window):
 
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("i", pa.int64()), ("v", pa.int32()),
                     ("w", pa.float64())])
+
+
+def test_record_admitted_late_is_in_the_window_the_javadoc_rule_gives():
+    """Where we differ from Kafka Streams 4.1 (docs/semantics.md, "Record-sliding windows"): size
+    10 ms, grace 5 ms, arrival b@100, a@94, a@100. a@94 is admitted (its window [94, 104] is open
+    at stream time 100) though its left window [84, 94] is already closed; Kafka builds a@100's
+    window [90, 100] from earlier windows' aggregates, finds none for a, and so leaves a@94 in no
+    window. The javadoc's rule — a window holds every record within it — puts a@94 in [90, 100]."""
+    s = TestStream(window="record_sliding(10 milliseconds)", aggregate="collect_list(ts) AS ts_list",
+                   key_columns="k", allowed_lateness="5 milliseconds")
+    s.add_elements([{"k": "b", "ts": 100}])
+    s.add_elements([{"k": "a", "ts": 94}], watermark=100)  # stream time 100, as after b@100
+    s.add_elements([{"k": "a", "ts": 100}])
+    s.advance_watermark_to(1000)
+    a = [(p["window_start"], p["window_end"], p["ts_list"]) for p in s.take_panes() if p["k"] == "a"]
+    assert (90, 100, [94, 100]) in a
+    assert s.take_late() == []

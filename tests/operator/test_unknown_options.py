@@ -1,0 +1,55 @@
+"""A misspelt option names itself and the closest known options in their documented casing on the
+first line; the full list comes after. (The option parser only: no Spark.)"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+
+from spark_windowing.datasource.options import KNOWN_OPTIONS, OPTION_NAMES, parse_options
+from spark_windowing.errors import OptionError, UnknownOptionError
+
+BASE = {"source": "generator", "window": "tumbling(1 minute)", "aggregate": "count(*) AS n"}
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _error(name: str) -> UnknownOptionError:
+    with pytest.raises(UnknownOptionError) as e:
+        parse_options({**BASE, name: "x"})
+    return e.value
+
+
+@pytest.mark.parametrize("typo,meant", [
+    ("acumulationMode", "accumulationMode"),
+    ("ACCUMULATIONMODE_", "accumulationMode"),   # Spark lower-cases keys; casing never matters
+    ("watermarkIdleTimout", "watermarkIdleTimeout"),
+    ("allowedLatenes", "allowedLateness"),
+    ("kafkaConsumer.pollTimeoutMillis", "kafkaConsumer.pollTimeoutMs"),
+])
+def test_typo_suggests_the_documented_spelling(typo, meant):
+    e = _error(typo)
+    first, *rest = str(e).splitlines()
+    assert first.startswith(f"unknown option '{typo}': did you mean '{meant}'")
+    assert len(first) < 160 and rest and "lateDataPath" in rest[0]  # the list, documented casing, later
+    assert isinstance(e, OptionError) and (e.option, e.value) == (typo, "x") and meant in e.suggestions
+
+
+def test_nothing_close_suggests_nothing():
+    first = str(_error("colour")).splitlines()[0]
+    assert first == "unknown option 'colour' (no known option is close)"
+
+
+def test_error_survives_pickling():  # raised in Spark's Python workers too
+    e = pickle.loads(pickle.dumps(_error("acumulationMode")))
+    assert str(e).startswith("unknown option 'acumulationMode': did you mean 'accumulationMode'?")
+
+
+def test_known_options_are_documented_as_spelled():
+    """One documented spelling per option, and the README's option table spells each the same."""
+    assert len(OPTION_NAMES) == len(KNOWN_OPTIONS)
+    documented = set(re.findall(r"^\| `([A-Za-z0-9.]+)`", README.read_text(), re.M))
+    ours = {n.lower(): n for n in OPTION_NAMES}
+    assert all(ours[d.lower()] == d for d in documented if d.lower() in ours)
