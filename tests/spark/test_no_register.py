@@ -1,6 +1,7 @@
 """``format("windowed")`` without a ``register`` call: Spark finds the installed ``pyspark_windowed``
-module at session start. Run in a fresh process, from a project directory that has a package of
-its own named ``datasource`` (the plugin's old top-level name, which such a project shadowed).
+module at session start. Run in a fresh process (a Python script, a ``spark-submit`` job, a Spark
+Connect client of a local Connect server), from a project directory that has a package of its own
+named ``datasource`` (the plugin's old top-level name, which such a project shadowed).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -21,9 +23,13 @@ SCRIPT = textwrap.dedent("""
     import datasource                      # the project's own package, not ours
     assert datasource.OWN == "the project's", datasource
 
-    out = sys.argv[1]
-    spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "1").getOrCreate())
+    out, mode = sys.argv[1], sys.argv[2]
+    builder = SparkSession.builder.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "1")
+    if mode == "connect":   # a local Spark Connect server; this process is its client
+        builder = builder.remote("local[1]")
+    elif mode == "python":
+        builder = builder.master("local[1]")
+    spark = builder.getOrCreate()       # spark-submit: its --master
     panes = (spark.readStream.format("windowed").option("source", "generator")
              .option("totalEvents", "300").option("eventsPerBatch", "300").option("keys", "3")
              .option("timestampColumn", "event_time").option("keyColumns", "user_id")
@@ -43,15 +49,20 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_a_fresh_process_uses_the_format_without_registering_it(tmp_path):
+@pytest.mark.parametrize("mode", ["python", "spark-submit", "connect"])
+def test_a_fresh_process_uses_the_format_without_registering_it(tmp_path, mode):
     project = tmp_path / "project"
     (project / "datasource").mkdir(parents=True)
     (project / "datasource" / "__init__.py").write_text("OWN = \"the project's\"\n")
     (project / "job.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    done = subprocess.run([sys.executable, "job.py", str(tmp_path / "out")], cwd=project, env=env,
-                          capture_output=True, text=True, timeout=300)
+    args = ["job.py", str(tmp_path / "out"), mode]
+    if mode == "spark-submit":
+        launcher = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]"]
+    else:
+        launcher = [sys.executable]
+    done = subprocess.run(launcher + args, cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
     assert lines["EVENTS"] == "300 300"       # every generated event counted, through read and SQL
