@@ -105,9 +105,9 @@ class FilesUpstream(Upstream):
 
 
 def row_count(uri: str, fmt: str = "parquet") -> int:
-    """Rows in a file, from the parquet footer (cheap) or by reading json/csv."""
+    """Rows in a file of format ``fmt``, from the parquet footer (cheap) or by reading json/csv."""
     fs, path = storage.filesystem(uri)
-    if fmt in ("parquet", "delta"):
+    if fmt == "parquet":
         with fs.open_input_file(path) as f:
             return pq.ParquetFile(f).metadata.num_rows
     with fs.open_input_stream(path) as f:
@@ -115,12 +115,12 @@ def row_count(uri: str, fmt: str = "parquet") -> int:
 
 
 def read_files(fmt: str, files: list[str], columns: list[str] | None, schema_ddl: str | None) -> pa.Table:
-    """The rows of ``files`` (``fmt``: ``json``, ``csv``, else parquet), projected to ``columns``,
+    """The rows of ``files`` (``fmt``: ``parquet``, ``json`` or ``csv``), projected to ``columns``,
     cast to the ``schema`` option's types when given."""
     tables = []
     for uri in files:
         fs, path = storage.filesystem(uri)
-        if fmt in ("parquet", "delta", "panes"):
+        if fmt == "parquet":
             tables.append(pq.read_table(path, filesystem=fs, columns=columns))
         else:
             with fs.open_input_stream(path) as f:

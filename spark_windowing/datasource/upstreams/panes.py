@@ -42,7 +42,7 @@ class PanesUpstream(Upstream):
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
         if not planned:
             return self.cached_schema(columns).empty_table()
-        return read_files("panes", planned, columns, self.cfg.schema_ddl)
+        return read_files("parquet", planned, columns, self.cfg.schema_ddl)
 
 
 def panes_schema(root: str) -> pa.Schema:
