@@ -26,18 +26,14 @@ Spark at import time.
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
+
+from spark_windowing.datasource.conf import CONF_DEFAULTS_OPTION, CONF_PREFIX, carry_conf_defaults, conf_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = ["register", "conf_defaults", "CONF_PREFIX", "CONF_DEFAULTS_OPTION"]
-
-CONF_PREFIX = "spark.windowed."
-#: The internal option through which a query carries the session's ``spark.windowed.*`` entries
-#: (a JSON object, keys without the prefix); the data source merges it under explicit options.
-CONF_DEFAULTS_OPTION = "__windowed_conf_defaults"
 
 
 def register(spark: "SparkSession") -> type:
@@ -46,71 +42,10 @@ def register(spark: "SparkSession") -> type:
     return the data source class."""
     from spark_windowing.datasource._plugin import WindowedDataSource
 
-    _carry_conf_defaults()
+    carry_conf_defaults()
     try:
         spark.dataSource.register(WindowedDataSource)
     except Exception as e:  # the installed pyspark_windowed is found first and cannot be replaced
         if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
             raise
     return WindowedDataSource
-
-
-def conf_defaults(spark: "SparkSession") -> dict[str, str]:
-    """The ``spark.windowed.*`` entries of ``spark``'s conf, keys without the prefix (the
-    SparkContext's conf first, then the session's runtime conf, which wins)."""
-    out = _conf_defaults_from_context(spark)
-    out.update({k[len(CONF_PREFIX):]: v for k, v in spark.conf.getAll.items() if k.startswith(CONF_PREFIX)})
-    return out
-
-
-def _conf_defaults_from_context(spark: "SparkSession") -> dict[str, str]:
-    try:
-        pairs = spark.sparkContext.getConf().getAll()
-    except Exception:  # Spark Connect has no SparkContext; RuntimeConf covers it above
-        return {}
-    return {k[len(CONF_PREFIX):]: v for k, v in pairs if k.startswith(CONF_PREFIX)}
-
-
-def _reader_writer_classes() -> list[type]:
-    """The pyspark classes with a ``format`` method that can name ``windowed``: classic and, when
-    its dependencies are installed, Spark Connect."""
-    from pyspark.sql.readwriter import DataFrameReader
-    from pyspark.sql.streaming.readwriter import DataStreamReader, DataStreamWriter
-    classes: list[type] = [DataFrameReader, DataStreamReader, DataStreamWriter]
-    try:
-        from pyspark.sql.connect.readwriter import DataFrameReader as ConnectReader
-        from pyspark.sql.connect.streaming.readwriter import DataStreamReader as ConnectStreamReader
-        from pyspark.sql.connect.streaming.readwriter import DataStreamWriter as ConnectStreamWriter
-    except ImportError:  # pyspark without the connect extra
-        return classes
-    return classes + [ConnectReader, ConnectStreamReader, ConnectStreamWriter]
-
-
-def _session_of(obj: Any) -> Any:
-    """The SparkSession a reader or writer belongs to (its attribute differs by class)."""
-    for name in ("_spark", "_client", "_session"):
-        session = getattr(obj, name, None)
-        if session is not None and hasattr(session, "conf"):
-            return session
-    raise TypeError(f"no SparkSession found on {type(obj).__name__}")
-
-
-def _with_conf_defaults(original: Callable) -> Callable:
-    def format(self: Any, source: str) -> Any:
-        out = original(self, source)
-        if isinstance(source, str) and source.lower() == "windowed":
-            defaults = conf_defaults(_session_of(self))
-            if defaults:
-                out = out.option(CONF_DEFAULTS_OPTION, json.dumps(defaults, sort_keys=True))
-        return out
-    format.__doc__ = original.__doc__
-    format.__wrapped__ = original  # type: ignore[attr-defined]
-    format._windowed_conf_defaults = True  # type: ignore[attr-defined]
-    return format
-
-
-def _carry_conf_defaults() -> None:
-    """Wrap ``format`` of pyspark's readers and writers once per process (idempotent)."""
-    for cls in _reader_writer_classes():
-        if not getattr(cls.format, "_windowed_conf_defaults", False):
-            cls.format = _with_conf_defaults(cls.format)

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import CONF_DEFAULTS_OPTION
+from spark_windowing.datasource.conf import CONF_DEFAULTS_OPTION
 
 
 class WindowedDataSource(DataSource):

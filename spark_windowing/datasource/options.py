@@ -7,23 +7,42 @@ A bad value raises ``OptionError`` naming the option, the value and the accepted
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import Any
 
-from spark_windowing.datasource.kafka import KafkaConfig, parse_kafka_options
 from spark_windowing.datasource.layout import SOURCES2_DIR, SOURCES_DIR
 from spark_windowing.datasource.maintenance import MaintenanceOptions
-from spark_windowing._time import parse_duration
+from spark_windowing.datasource.option_values import bool_option, int_option
+from spark_windowing.datasource.upstreams import UPSTREAMS
 from spark_windowing.errors import OptionError, UnknownOptionError
-from spark_windowing.spec import OperatorSpec, parse_bool
+from spark_windowing.spec import OperatorSpec
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
 
-SOURCES = ("delta", "parquet", "json", "csv", "generator", "panes", "kafka")
 DEFAULT_SHARDS = 2
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
 
-#: Every option, as documented (the README's Options table); Spark hands them to the reader
-#: lower-cased, and error messages spell them this way.
+#: Options of a second stream merged per key and window (spark_windowing.join), besides the
+#: joinable kinds' own options suffixed with 2 (a generated stream 2: ``eventsPerBatch2``, ...).
+_JOIN_OWN = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2", "maxfilespertrigger2",
+             "startingversion2")
+_KIND_OPTIONS = tuple(dict.fromkeys(o for kind in UPSTREAMS.values() for o in kind.OPTIONS))
+_KIND_OPTIONS2 = tuple(dict.fromkeys(o + "2" for kind in UPSTREAMS.values() if kind.joinable for o in kind.OPTIONS))
+#: Prefixes of client options passed through to one kind (``kafka.*``).
+_PREFIXES = tuple(kind.OPTION_PREFIX for kind in UPSTREAMS.values() if kind.OPTION_PREFIX)
+KNOWN_OPTIONS = {
+    "source", "path", "timestampcolumn", "timestampunit", "keycolumns", "window", "trigger",
+    "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
+    "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
+    "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
+    "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes",
+    # upkeep of the late-data table (spark_windowing.datasource.maintenance)
+    "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
+    "source2", *_JOIN_OWN,
+    # each upstream kind's own (spark_windowing.datasource.upstreams), and stream 2's
+    *_KIND_OPTIONS, *_KIND_OPTIONS2,
+}
+#: The documented spelling of every option (error messages spell them this way).
 OPTION_NAMES = (
     "source", "path", "timestampColumn", "timestampUnit", "keyColumns", "window", "trigger",
     "timestampCombiner", "accumulationMode", "watermark", "watermarkIdleTimeout", "allowedLateness",
@@ -45,27 +64,10 @@ OPTION_NAMES = (
     "subscribe", "subscribePattern", "assign", "startingOffsets", "maxOffsetsPerTrigger", "failOnDataLoss",
     "valueFormat", "kafkaConsumer.pollTimeoutMs",
 )
-KNOWN_OPTIONS = {name.lower() for name in OPTION_NAMES}
 _DOCUMENTED = {name.lower(): name for name in OPTION_NAMES}
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
-JOIN_OPTIONS = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
-                "maxfilespertrigger2", "startingversion2", "eventsperbatch2", "totalevents2", "keys2",
-                "eventinterval2", "disorder2", "latefraction2", "seed2", "starttime2")
-
-
-@dataclass(frozen=True)
-class GeneratorConfig:
-    """Deterministic synthetic events (see ``spark_windowing.datasource.upstream.generate``)."""
-
-    events_per_batch: int = 1000
-    total_events: int | None = None
-    keys: int = 100
-    event_interval: int = 10_000          # µs of event time between consecutive events
-    disorder: int = 0                     # max µs an event is shifted back (out-of-orderness)
-    late_fraction: float = 0.0            # fraction of events shifted back far (late data)
-    seed: int = 42
-    start_time: int = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
+JOIN_OPTIONS = _JOIN_OWN + _KIND_OPTIONS2
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ class SourceConfig:
     skip_change_commits: bool = False        # delta: skip commits that are not appends (Spark's option)
     ignore_deletes: bool = False             # delta: let commits that only delete rows pass
     schema_ddl: str | None = None
-    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    settings: Any = None                     # the upstream kind's own (Upstream.parse_options): GeneratorConfig, ...
     processing_time_windows: bool = False
     late_maintenance: MaintenanceOptions = MaintenanceOptions()
     query_name: str | None = None
@@ -93,20 +95,6 @@ class SourceConfig:
     state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
     manifest_dir: str = SOURCES_DIR          # under stateLocation: the file source's manifest
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
-    kafka: "KafkaConfig | None" = None       # source=kafka: brokers, topics, offsets, value format
-
-
-def _int(options: dict[str, str], name: str, *, minimum: int = 0, default: int | None = None) -> int | None:
-    raw = options.get(name.lower())
-    if raw is None or str(raw).strip() == "":
-        return default
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise OptionError(name, raw, f"an integer >= {minimum}") from None
-    if value < minimum:
-        raise OptionError(name, raw, f"an integer >= {minimum}")
-    return value
 
 
 def _require(options: dict[str, str], name: str, accepted: str) -> str:
@@ -117,7 +105,7 @@ def _require(options: dict[str, str], name: str, accepted: str) -> str:
 
 
 def _unknown(name: str) -> bool:
-    return name not in KNOWN_OPTIONS and name != "table" and not name.startswith("kafka.")
+    return name not in KNOWN_OPTIONS and name != "table" and not name.startswith(_PREFIXES)
 
 
 def unknown_option(name: str, value: object) -> UnknownOptionError:
@@ -137,11 +125,12 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     unknown = sorted((k for k in raw if _unknown(k.lower())), key=str.lower)
     if unknown:
         raise unknown_option(unknown[0], raw[unknown[0]])
-    source = _require(options, "source", ", ".join(SOURCES)).lower()
-    if source not in SOURCES:
-        raise OptionError("source", options["source"], ", ".join(SOURCES))
+    source = _require(options, "source", ", ".join(UPSTREAMS)).lower()
+    if source not in UPSTREAMS:
+        raise OptionError("source", options["source"], ", ".join(UPSTREAMS))
+    kind = UPSTREAMS[source]
     path = options.get("path")
-    if source not in ("generator", "kafka") and not path:
+    if kind.needs_path and not path:
         raise OptionError("path", path, f"the upstream location of the {source} source", why="required")
     window = _require(options, "window", "a window spec, e.g. tumbling(1 minute)")
     ts_col = options.get("timestampcolumn")
@@ -177,102 +166,54 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
     wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
     state = _require(options, "stateLocation", "a URI such as /lake/_state/q1, s3://bucket/state/q1")
-    gen = _generator(options) if source == "generator" else GeneratorConfig()
-    kafka = parse_kafka_options(options, spec.key_columns) if source == "kafka" else None
-    if kafka is None and (stray := sorted(k for k in options if k.startswith("kafka."))):
-        raise OptionError(stray[0], options[stray[0]], "kafka.* options only with source=kafka", why="unknown option")
-    if kafka is not None and options.get("maxoffsetspertrigger") and options.get("maxeventsperbatch"):
-        raise OptionError("maxOffsetsPerTrigger", options["maxoffsetspertrigger"],
-                          "one of maxOffsetsPerTrigger, maxEventsPerBatch", why="both given")
-    if kafka is not None and spec.join is not None:
-        raise OptionError("join", options.get("join"), "join with delta, parquet, json, csv or generator streams",
-                          why="a Kafka stream cannot be joined in this version")
-    max_events = _int(options, "maxOffsetsPerTrigger", minimum=1) if kafka is not None else None
+    settings = kind.parse_options(options, spec)
+    _check_prefixed_options(options, source)
+    alias = kind.EVENT_LIMIT_ALIAS  # e.g. Kafka's maxOffsetsPerTrigger for maxEventsPerBatch
+    max_events = int_option(options, alias, minimum=1) if alias else None
     cfg = SourceConfig(
         source=source, path=path, spec=spec, watermark=wm, state_location=state.rstrip("/"),
-        shards=_int(options, "shards", minimum=1, default=DEFAULT_SHARDS),
+        shards=int_option(options, "shards", minimum=1, default=DEFAULT_SHARDS),
         late_data_path=options.get("latedatapath") or None,
-        max_events_per_batch=max_events or _int(options, "maxEventsPerBatch", minimum=1),
-        max_files_per_trigger=_int(options, "maxFilesPerTrigger", minimum=1),
-        starting_version=_int(options, "startingVersion", minimum=0),
-        skip_change_commits=parse_bool_option(options, "skipChangeCommits", False),
-        ignore_deletes=parse_bool_option(options, "ignoreDeletes", False),
-        schema_ddl=options.get("schema"), generator=gen, processing_time_windows=processing_time,
+        max_events_per_batch=max_events or int_option(options, "maxEventsPerBatch", minimum=1),
+        max_files_per_trigger=int_option(options, "maxFilesPerTrigger", minimum=1),
+        starting_version=int_option(options, "startingVersion", minimum=0),
+        skip_change_commits=bool_option(options, "skipChangeCommits", False),
+        ignore_deletes=bool_option(options, "ignoreDeletes", False),
+        schema_ddl=options.get("schema"), settings=settings, processing_time_windows=processing_time,
         query_name=options.get("queryname"),
-        state_buckets=_int(options, "stateBuckets", minimum=1, default=64),
-        state_memory_rows=_int(options, "stateMemoryRows", minimum=1, default=2_000_000), kafka=kafka,
+        state_buckets=int_option(options, "stateBuckets", minimum=1, default=64),
+        state_memory_rows=int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
         late_maintenance=MaintenanceOptions.parse(options),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 
 
-def _generator(options: dict[str, str], suffix: str = "") -> GeneratorConfig:
-    """The generator's options; a join's generated stream 2 reads ``<option>2``, defaulting to the
-    unsuffixed option, and ``seed2`` defaults to ``seed + 1`` (a different stream, not a copy)."""
-    def get(name: str, default: str | None = None) -> str | None:
-        return options.get(name.lower() + suffix, options.get(name.lower(), default))
-
-    def num(name: str, **kw) -> int | None:
-        return _int({(name + suffix).lower(): v} if (v := get(name)) is not None else {}, name + suffix, **kw)
-
-    seed = num("seed", default=42)
-    if suffix and options.get("seed" + suffix) is None:
-        seed = (seed or 0) + 1
-    return GeneratorConfig(
-        events_per_batch=num("eventsPerBatch", minimum=1, default=1000),
-        total_events=num("totalEvents", minimum=0),
-        keys=num("keys", minimum=1, default=100),
-        event_interval=parse_duration(get("eventInterval", "10 milliseconds"), option="eventInterval" + suffix,
-                                      allow_zero=False),
-        disorder=parse_duration(get("disorder", "0 seconds"), option="disorder" + suffix),
-        late_fraction=_fraction(get("lateFraction", "0"), option="lateFraction" + suffix),
-        seed=seed,
-        start_time=_start_time(get("startTime"), option="startTime" + suffix),
-    )
+def _check_prefixed_options(options: dict[str, str], source: str) -> None:
+    """Client options of one kind (``kafka.*``) are refused with any other ``source``."""
+    for name, kind in UPSTREAMS.items():
+        prefix = kind.OPTION_PREFIX
+        if prefix and name != source and (stray := sorted(k for k in options if k.startswith(prefix))):
+            raise OptionError(stray[0], options[stray[0]], f"{prefix}* options only with source={name}",
+                              why="unknown option")
 
 
 def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
     """The second upstream: ``source2``/``path2``/``schema2`` and ``maxFilesPerTrigger2``
-    (defaulting to stream 1's); a generated stream 2 takes the generator options suffixed with 2
-    (see ``_generator``); its file manifest lives in ``<stateLocation>/sources2``."""
+    (defaulting to stream 1's); the kind's own options suffixed with 2 (``Upstream.parse_options``:
+    a generated stream 2 reads ``eventsPerBatch2``, ...); its file manifest lives in
+    ``<stateLocation>/sources2``."""
     source2 = str(options["source2"]).strip().lower()
-    if source2 not in SOURCES or source2 in ("panes", "kafka"):
-        raise OptionError("source2", options["source2"], ", ".join(s for s in SOURCES if s not in ("panes", "kafka")))
+    joinable = [name for name, kind in UPSTREAMS.items() if kind.joinable]
+    if source2 not in joinable:
+        raise OptionError("source2", options["source2"], ", ".join(joinable))
+    kind2 = UPSTREAMS[source2]
     path2 = options.get("path2")
-    if source2 != "generator" and not path2:
+    if kind2.needs_path and not path2:
         raise OptionError("path2", path2, f"the location of the second ({source2}) upstream", why="required")
-    gen2 = _generator(options, "2") if source2 == "generator" else GeneratorConfig()
-    stream2 = replace(cfg, source=source2, path=path2, schema_ddl=options.get("schema2"), generator=gen2,
-                      max_files_per_trigger=_int(options, "maxFilesPerTrigger2", minimum=1,
-                                                 default=cfg.max_files_per_trigger),
-                      starting_version=_int(options, "startingVersion2", minimum=0),
+    settings2 = kind2.parse_options(options, cfg.spec, "2")
+    stream2 = replace(cfg, source=source2, path=path2, schema_ddl=options.get("schema2"), settings=settings2,
+                      max_files_per_trigger=int_option(options, "maxFilesPerTrigger2", minimum=1,
+                                                       default=cfg.max_files_per_trigger),
+                      starting_version=int_option(options, "startingVersion2", minimum=0),
                       manifest_dir=SOURCES2_DIR, stream2=None)
     return replace(cfg, stream2=stream2)
-
-
-def _fraction(raw: str, option: str = "lateFraction") -> float:
-    try:
-        v = float(raw)
-    except ValueError:
-        raise OptionError(option, raw, "a number between 0 and 1") from None
-    if not 0 <= v <= 1:
-        raise OptionError(option, raw, "a number between 0 and 1")
-    return v
-
-
-def _start_time(raw: str | None, option: str = "startTime") -> int:
-    if raw is None:
-        return GeneratorConfig.start_time
-    from datetime import datetime, timezone
-    try:
-        d = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
-    except ValueError:
-        raise OptionError(option, raw, "an ISO-8601 timestamp such as 2026-01-01T00:00:00Z") from None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=timezone.utc)
-    return int(d.timestamp() * 1_000_000)
-
-
-def parse_bool_option(options: dict[str, str], name: str, default: bool) -> bool:
-    raw = options.get(name.lower())
-    return default if raw is None else parse_bool(name, raw)

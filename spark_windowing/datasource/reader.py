@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -40,12 +40,13 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import kafka, layout, storage, upstream
+from spark_windowing.datasource import layout, sharding, storage
 from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource.maintenance import maintain, upkeep_due
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
+from spark_windowing.datasource.upstreams import Upstream, upstream_for
 from spark_windowing import join
 from spark_windowing._time import MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError, SnapshotError
@@ -61,8 +62,8 @@ GC_EVERY = 10
 
 def input_schema(cfg: SourceConfig) -> pa.Schema:
     if cfg.stream2 is not None:  # join: the union of both streams (spark_windowing.join)
-        return join.union_schema(upstream.upstream_schema(cfg), upstream.upstream_schema(cfg.stream2), cfg.spec)
-    schema = upstream.upstream_schema(cfg)
+        return join.union_schema(upstream_for(cfg).schema(), upstream_for(cfg.stream2).schema(), cfg.spec)
+    schema = upstream_for(cfg).schema()
     if cfg.processing_time_windows:
         schema = schema.append(pa.field(PROC_TIME_COLUMN, TIMESTAMP))
     return schema
@@ -71,8 +72,9 @@ def input_schema(cfg: SourceConfig) -> pa.Schema:
 def stream_schema(options: dict[str, str]) -> StructType:
     """The pane schema for these options (validates every option: errors surface at load())."""
     cfg = parse_options(options)
-    if cfg.kafka is not None:  # a broker that is down or an unknown topic fails here, in bounded time
-        kafka.topic_partitions(cfg.kafka)
+    for stream in (cfg, cfg.stream2):  # e.g. a Kafka broker that is down fails here, in bounded time
+        if stream is not None:
+            upstream_for(stream).check()
     schema = input_schema(cfg)
     op = WindowedOperator(cfg.spec, schema)
     if cfg.watermark.column and cfg.watermark.column.split(".")[0] not in schema.names:
@@ -99,10 +101,13 @@ def report_uri(cfg: SourceConfig, seq: int, shard: int) -> str:
 
 
 class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """The stream reader; picklable (options only), clients created inside ``read()``."""
+    """The stream reader; picklable (options and the upstreams over them), clients created
+    inside ``read()``. It talks to its upstreams only through ``Upstream``."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.cfg = parse_options(options)
+        self.up: Upstream = upstream_for(self.cfg)
+        self.up2: Upstream | None = None if self.cfg.stream2 is None else upstream_for(self.cfg.stream2)
         self.schema = schema
         self._available_now = False
         self._target: Any = None  # availableNow: upstream position not to go beyond
@@ -113,12 +118,11 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         self._check_state_location()
         offset = {"windowed": 1, "seq": 0, "state": self.cfg.state_location,
-                  "up": upstream.initial_position(self.cfg), "bt": 0, "wm": MIN_TIME,
+                  "up": self.up.initial_position(), "bt": 0, "wm": MIN_TIME,
                   "max_event": None, "max_col": None, "last_input": None}
-        if self.cfg.kafka is not None:  # per-partition watermark state (spark_windowing.datasource.kafka)
-            offset["kwm"] = kafka.advance_partition_state(None, {}, {}, [], 0)
-        if self.cfg.stream2 is not None:  # join: stream 2's position, per-stream watermarks
-            offset.update({"up2": upstream.initial_position(self.cfg.stream2), "wm1": MIN_TIME, "wm2": MIN_TIME,
+        offset.update(self.up.initial_offset_fields())  # e.g. Kafka's per-partition watermark state
+        if self.up2 is not None:  # join: stream 2's position, per-stream watermarks
+            offset.update({"up2": self.up2.initial_position(), "wm1": MIN_TIME, "wm2": MIN_TIME,
                            "max_event2": None, "last_input2": None, "started": None})
         return offset
 
@@ -126,7 +130,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """``maxFilesPerTrigger`` (files/Delta) or ``maxEventsPerBatch`` (any source; for files and
         Delta whole files are taken, at least one per batch). With both, files are limited here
         and events in ``latestOffset``."""
-        if self.cfg.max_files_per_trigger and self.cfg.source != "generator":
+        if self.cfg.max_files_per_trigger and self.up.limits_files:
             return ReadMaxFiles(self.cfg.max_files_per_trigger)
         if self.cfg.max_events_per_batch:
             return ReadMaxRows(self.cfg.max_events_per_batch)
@@ -136,13 +140,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """availableNow: read what exists now (the generator: up to ``totalEvents``), fire every
         event-time timer that becomes due, ignore processing-time timers, then stop."""
         self._available_now = True
-        if self.cfg.kafka is not None:  # every partition's latest offset now
-            self._target = upstream.latest_position(self.cfg, {}, None, None)
-        elif self.cfg.source != "generator":
-            self._target = upstream.latest_position(self.cfg, upstream.initial_position(self.cfg), None, None)
-        cfg2 = self.cfg.stream2
-        if cfg2 is not None and cfg2.source != "generator":
-            self._target2 = upstream.latest_position(cfg2, upstream.initial_position(cfg2), None, None)
+        self._target = self.up.available_now_target()
+        if self.up2 is not None:
+            self._target2 = self.up2.available_now_target()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         cfg = self.cfg
@@ -155,21 +155,14 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if isinstance(limit, ReadMaxFiles) and cfg.max_events_per_batch:
             max_rows = cfg.max_events_per_batch
-        up = upstream.latest_position(cfg, start["up"], max_files, max_rows)
-        if self._target is not None and cfg.source != "generator":
-            up = upstream.cap_position(cfg, up, self._target, start["up"])
+        up = self.up.latest_position(start["up"], max_files, max_rows)
+        if self._target is not None:
+            up = self.up.cap(up, self._target, start["up"])
         has_data = up != start["up"]
         last_input = now if has_data else start.get("last_input")
-        extra: dict = {}
-        if cfg.kafka is not None:  # the minimum over active partitions (spark_windowing.datasource.kafka)
-            kwm = kafka.advance_partition_state(start.get("kwm"), start["up"], up, reports, now)
-            wm = kafka.partition_watermark(cfg.watermark, current=start["wm"], kwm=kwm,
-                                           partitions=kafka.partition_keys(up), batch_time=now,
-                                           max_event=max_event, last_input=last_input)
-            extra = {"kwm": kwm}
-        elif cfg.stream2 is None:
-            wm = cfg.watermark.advance(current=start["wm"], max_event=max_event, max_column=max_col,
-                                       batch_time=now, last_input=last_input)
+        if cfg.stream2 is None:  # the upstream's watermark (Kafka: per partition, its state in the offset)
+            wm, extra = self.up.watermark(start, up, reports, batch_time=now, max_event=max_event, max_col=max_col,
+                                          last_input=last_input)
         else:  # join: stream 2's position and the earlier of the two watermarks
             extra = self._stream2_offset(start, reports, now, limit)
             has_data = has_data or extra["up2"] != start["up2"]
@@ -191,13 +184,13 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _stream2_offset(self, start: dict, reports: list[dict], now: int, limit: ReadLimit) -> dict:
         """The second stream's part of the next offset: position (its own maxFilesPerTrigger2),
         max event time so far, last input time."""
-        cfg2 = self.cfg.stream2
-        assert cfg2 is not None
-        max_files = cfg2.max_files_per_trigger
+        up = self.up2
+        assert up is not None
+        max_files = up.cfg.max_files_per_trigger
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        up2 = upstream.latest_position(cfg2, start["up2"], max_files, max_rows)
-        if self._target2 is not None and cfg2.source != "generator":
-            up2 = upstream.cap_position(cfg2, up2, self._target2, start["up2"])
+        up2 = up.latest_position(start["up2"], max_files, max_rows)
+        if self._target2 is not None:
+            up2 = up.cap(up2, self._target2, start["up2"])
         max_event2 = _max([start.get("max_event2")] + [r.get("max_event2_us") for r in reports])
         return {"up2": up2, "max_event2": max_event2,
                 "last_input2": now if up2 != start["up2"] else start.get("last_input2")}
@@ -214,9 +207,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        planned = upstream.plan(self.cfg, start["up"], end["up"])
-        if self.cfg.stream2 is not None:
-            planned = [planned, upstream.plan(self.cfg.stream2, start["up2"], end["up2"])]
+        planned = self.up.plan(start["up"], end["up"])
+        if self.up2 is not None:
+            planned = [planned, self.up2.plan(start["up2"], end["up2"])]
         return [ShardPartition(i, start, end, planned) for i in range(self.cfg.shards)]
 
     def commit(self, end: dict) -> None:
@@ -267,6 +260,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         op = store.op
         events, key_hash = self._events(partition)
         maxima = _batch_maxima(cfg, op, events)
+        upstream_report = self.up.report_fields(events, maxima.event_times, partition.planned, shard)  # before the step
         t_read = time.perf_counter()
         m: dict[str, int] = {}
         late: list[pa.Table] = []
@@ -289,46 +283,29 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         report = _shard_report(store, events.num_rows, m, written, t0, maxima)
         report.update(read_ms=_ms(t_read - t0), step_ms=_ms(t_late - t_read),
                       snapshot_ms=_ms(time.perf_counter() - t_late), state_reloads=int(reloaded))
-        if cfg.kafka is not None:
-            report["partition_max_us"] = maxima.partition_max
-            report["skipped_offsets"] = partition.planned["skipped"] if shard == 0 else 0
+        report.update(upstream_report)  # e.g. Kafka's per-partition maxima
         storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
         release_arrow_memory()
 
-    def _shard_plan(self, partition: ShardPartition) -> Any:
-        """What this shard reads of the batch's plan: a Kafka topic keyed by the window key
-        (``keyColumns=key``) is read partition-disjointly; without key columns only shard 0 reads;
-        otherwise every shard reads the whole plan and keeps its keys."""
-        cfg, planned = self.cfg, partition.planned
-        if cfg.kafka is None or cfg.shards == 1:
-            return planned
-        if cfg.kafka.by_partition:
-            mine = [r for r in planned["ranges"] if kafka.shard_of_partition(r[0], r[1], cfg.shards) == partition.shard]
-            return {**planned, "ranges": mine}
-        if not cfg.spec.key_columns and partition.shard != 0:
-            return {**planned, "ranges": []}
-        return planned
-
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
-        cfg = self.cfg
-        if cfg.stream2 is not None:  # join: both streams' batches as one table with a side column
-            t1 = upstream.read_batch(cfg, partition.planned[0], None)
-            t2 = upstream.read_batch(cfg.stream2, partition.planned[1], None)
-            schema = join.union_schema(upstream.upstream_schema_cached(cfg, None),
-                                       upstream.upstream_schema_cached(cfg.stream2, None), cfg.spec)
+        cfg, up = self.cfg, self.up
+        if self.up2 is not None:  # join: both streams' batches as one table with a side column
+            t1 = up.read(partition.planned[0], None)
+            t2 = self.up2.read(partition.planned[1], None)
+            schema = join.union_schema(up.cached_schema(None), self.up2.cached_schema(None), cfg.spec)
             table = join.union(t1, t2, cfg.spec, schema)
         else:
             columns = None if cfg.late_data_path else needed_columns(cfg)
-            table = upstream.read_batch(cfg, self._shard_plan(partition), columns)
-        by_partition = cfg.kafka is not None and cfg.kafka.by_partition
+            table = up.read(up.shard_plan(partition.planned, partition.shard), columns)
+        disjoint = up.disjoint_shards  # the shard read only its own keys' events
         key_hash = None
         if cfg.spec.key_columns and table.num_rows:
-            key_hash = upstream.key_hash(table, cfg.spec.key_columns)
-            if cfg.shards > 1 and not by_partition:  # every shard read the batch: keep this shard's keys
+            key_hash = sharding.key_hash(table, cfg.spec.key_columns)
+            if cfg.shards > 1 and not disjoint:  # every shard read the batch: keep this shard's keys
                 mine = np.flatnonzero(key_hash % np.uint64(cfg.shards) == partition.shard)
                 table, key_hash = table.take(pa.array(mine)), key_hash[mine]
-        elif partition.shard != 0 and (cfg.shards == 1 or not cfg.spec.key_columns) and not by_partition:
+        elif partition.shard != 0 and (cfg.shards == 1 or not cfg.spec.key_columns) and not disjoint:
             table = table.slice(0, 0)
         if cfg.processing_time_windows:
             bt = pa.array(np.full(table.num_rows, int(partition.end["bt"]), dtype=np.int64)).cast(TIMESTAMP)
@@ -366,7 +343,7 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
         names.append(cfg.watermark.column)
     if spec.window.inherit:
         names += [spec.window.start_column, spec.window.end_column]
-        if "kind" in upstream.upstream_schema_cached(cfg, None).names:
+        if "kind" in upstream_for(cfg).cached_schema(None).names:
             names.append("kind")
     for a in spec.aggregates:
         if a.func == "custom":  # it may read any column
@@ -458,12 +435,11 @@ def _uri_like(base: str, path: str) -> str:
 class _Maxima:
     """What a shard's events say for the next watermark: the parsed event times (handed to the
     step), the max valid event time (of stream 1 for a join) and of stream 2, the max of a
-    watermark column, and the per-Kafka-partition maxima."""
+    watermark column."""
     event_times: Any = None
     max_event: int | None = None
     max_col: int | None = None
     max_event2: int | None = None
-    partition_max: dict = field(default_factory=dict)
 
 
 def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
@@ -478,8 +454,6 @@ def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
         valid = valid & side1
     if valid.any():
         out.max_event = int(ts[valid].max())
-    if cfg.kafka is not None:
-        out.partition_max = kafka.partition_max(events, ts, valid)
     if cfg.watermark.kind == "column":
         wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
         out.max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None

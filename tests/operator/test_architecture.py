@@ -1,7 +1,7 @@
 """The package layout rules, checked on the sources with ``ast`` (nothing is imported).
 
-1. No import cycle among the modules of ``spark_windowing`` and its Spark plugin
-   ``spark_windowing.datasource``. Every import
+1. No import cycle among the modules of ``spark_windowing``, its Spark plugin
+   ``spark_windowing.datasource`` and the plugin's ``upstreams``. Every import
    counts (module level and inside functions) except those under ``if TYPE_CHECKING:``, which
    never run. A package's implicit import by its submodules is not an edge; an explicit import
    of the package (``from spark_windowing import x``) is, unless ``x`` is a submodule.
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("spark_windowing", "spark_windowing.datasource")
+PACKAGES = ("spark_windowing", "spark_windowing.datasource", "spark_windowing.datasource.upstreams")
 
 
 def _modules() -> dict[str, Path]:
@@ -141,6 +141,7 @@ def test_the_checker_sees_the_modules():
     edges, _ = _graph()
     assert "spark_windowing.operator" in edges and "spark_windowing.datasource.reader" in edges
     assert "spark_windowing.spec" in edges["spark_windowing.operator"]
+    assert "spark_windowing.datasource.upstreams.base" in edges["spark_windowing.datasource.upstreams.kafka"]
 
 
 def test_no_import_cycles():

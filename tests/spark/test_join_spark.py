@@ -165,7 +165,7 @@ def test_stream2_options_are_its_own(tmp_path):
     options suffixed with 2 and is a different stream (seed + 1), not a copy; errors about stream
     2's upstream name stream 2's options."""
     from spark_windowing.datasource.options import parse_options
-    from spark_windowing.datasource.upstream import upstream_schema
+    from spark_windowing.datasource.upstreams import upstream_for
     base = {"source": "json", "path": str(tmp_path), "schema": "k string, ts timestamp, v long",
             "timestampColumn": "ts", "keyColumns": "k", "window": "tumbling(1 second)",
             "aggregate": "count(*) AS n", "aggregate2": "count(*) AS n2", "stateLocation": str(tmp_path / "st"),
@@ -173,22 +173,22 @@ def test_stream2_options_are_its_own(tmp_path):
     cfg = parse_options({k.lower(): v for k, v in base.items()})
     assert cfg.schema_ddl and cfg.stream2.schema_ddl is None
     with pytest.raises(OptionError) as e:
-        upstream_schema(cfg.stream2)
+        upstream_for(cfg.stream2).schema()
     assert e.value.option == "path2"
     (tmp_path / "empty").mkdir()
     cfg = parse_options({k.lower(): v for k, v in {**base, "path2": str(tmp_path / "empty")}.items()})
     with pytest.raises(OptionError) as e:
-        upstream_schema(cfg.stream2)
+        upstream_for(cfg.stream2).schema()
     assert e.value.option == "schema2"
     cfg = parse_options({k.lower(): v for k, v in {**base, "schema2": "k string, ts nonsense"}.items()})
     with pytest.raises(OptionError) as e:
-        upstream_schema(cfg.stream2)
+        upstream_for(cfg.stream2).schema()
     assert e.value.option == "schema2" and "nonsense" in str(e.value)
     gen = {**base, "source": "generator", "source2": "generator", "seed": "7", "keys": "5", "keys2": "9"}
     for k in ("path", "path2", "schema"):
         gen.pop(k)
     cfg = parse_options({k.lower(): v for k, v in gen.items()})
-    g1, g2 = cfg.generator, cfg.stream2.generator
+    g1, g2 = cfg.settings, cfg.stream2.settings
     assert (g1.seed, g1.keys, g2.seed, g2.keys) == (7, 5, 8, 9)
     assert g2.events_per_batch == g1.events_per_batch
     with pytest.raises(OptionError) as e:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from spark_windowing.datasource import kafka
+from spark_windowing.datasource.upstreams import kafka
 from spark_windowing.datasource.options import parse_options
 from spark_windowing.datasource.reader import stream_schema
 from spark_windowing.errors import OptionError
@@ -58,8 +58,8 @@ def test_kafka_options_only_with_source_kafka():
 
 def test_record_columns_follow_the_value_fields():
     cfg = parse_options(_opts(schema="k string, ts long, offset long"))
-    from spark_windowing.datasource.upstream import upstream_schema
-    names = upstream_schema(cfg).names
+    from spark_windowing.datasource.upstreams import upstream_for
+    names = upstream_for(cfg).schema().names
     assert names == ["k", "ts", "offset", "key", "topic", "partition", "timestamp", "timestampType",
                      "headers", "value"]  # the value's own `offset` field wins
 

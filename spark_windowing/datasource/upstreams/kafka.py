@@ -36,7 +36,7 @@ every record of the batch and keeps its keys (reads and decodes ``shards`` times
 
 Long module: it is one upstream's whole contract (options, positions and data loss, decoding,
 per-partition watermarks, sharding), each part a few small functions over ``KafkaConfig``, and
-``upstream.py`` reaches it through five entry points only.
+the reader reaches it only through ``KafkaUpstream`` (the ``Upstream`` interface, at the end).
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ import numpy as np
 import pyarrow as pa
 
 from spark_windowing.datasource.ddl import parse_ddl
+from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing._time import MIN_TIME
 from spark_windowing.errors import OptionError
 
@@ -618,3 +619,92 @@ def with_record_columns(columns: list[str] | None) -> list[str] | None:
     if columns is None:
         return None
     return columns + [c for c in ("topic", "partition") if c not in columns]
+
+
+# ---------------------------------------------------------------------- the upstream interface
+class KafkaUpstream(Upstream):
+    """Positions: ``{topic: {partition: next offset}}``. Settings: a ``KafkaConfig``. Overrides the
+    interface's sharding and watermark hooks (see the module docstring)."""
+
+    needs_path = False
+    joinable = False
+    OPTIONS = OPTIONS
+    OPTION_PREFIX = "kafka."
+    EVENT_LIMIT_ALIAS = "maxOffsetsPerTrigger"
+
+    @classmethod
+    def parse_options(cls, options: dict[str, str], spec, suffix: str = "") -> KafkaConfig:
+        """``kafka.*`` and the options above; refuses ``maxOffsetsPerTrigger`` with
+        ``maxEventsPerBatch``, and a join (stream 1 of a join cannot be Kafka either)."""
+        config = parse_kafka_options(options, spec.key_columns)
+        if options.get("maxoffsetspertrigger") and options.get("maxeventsperbatch"):
+            raise OptionError("maxOffsetsPerTrigger", options["maxoffsetspertrigger"],
+                              "one of maxOffsetsPerTrigger, maxEventsPerBatch", why="both given")
+        if spec.join is not None:
+            raise OptionError("join", options.get("join"), "join with delta, parquet, json, csv or generator streams",
+                              why="a Kafka stream cannot be joined in this version")
+        return config
+
+    @property
+    def settings(self) -> KafkaConfig:
+        return self.cfg.settings
+
+    def check(self) -> None:
+        topic_partitions(self.settings)  # a broker that is down or an unknown topic fails in bounded time
+
+    def schema(self) -> pa.Schema:
+        return row_schema(self.settings.value_format, self.cfg.schema_ddl)
+
+    def initial_position(self) -> dict:
+        return initial_position(self.settings)
+
+    def latest_position(self, start: Any, max_files: int | None, max_rows: int | None) -> dict:
+        return latest_position(self.settings, start, max_rows)
+
+    def available_now_target(self) -> dict:
+        """Every partition's latest offset now (partitions not yet read included)."""
+        return latest_position(self.settings, {}, None)
+
+    def cap(self, up: Any, target: Any, start: Any) -> dict:
+        return cap(up, target, start)
+
+    def plan(self, start: Any, end: Any) -> dict:
+        return plan(self.settings, start, end)
+
+    def shard_plan(self, planned: Any, shard: int) -> dict:
+        """A topic keyed by the window key (``keyColumns=key``) is read partition-disjointly;
+        without key columns only shard 0 reads; otherwise every shard reads the whole plan and
+        keeps its keys."""
+        shards = self.cfg.shards
+        if shards == 1:
+            return planned
+        if self.settings.by_partition:
+            return {**planned, "ranges": [r for r in planned["ranges"] if shard_of_partition(r[0], r[1], shards) == shard]}
+        if not self.cfg.spec.key_columns and shard != 0:
+            return {**planned, "ranges": []}
+        return planned
+
+    @property
+    def disjoint_shards(self) -> bool:
+        return self.settings.by_partition
+
+    def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
+        """The records of the plan's ranges; a projection keeps ``topic`` and ``partition``."""
+        t = read_ranges(self.settings, (self.settings.value_format, self.cfg.schema_ddl), planned["ranges"])
+        return t if columns is None else t.select(with_record_columns(columns))
+
+    def initial_offset_fields(self) -> dict:
+        return {"kwm": advance_partition_state(None, {}, {}, [], 0)}
+
+    def watermark(self, start: dict, up: Any, reports: list[dict], *, batch_time: int, max_event: int | None,
+                  max_col: int | None, last_input: int | None) -> tuple[int, dict]:
+        """The minimum over the active partitions; the per-partition state goes in ``kwm``."""
+        kwm = advance_partition_state(start.get("kwm"), start["up"], up, reports, batch_time)
+        wm = partition_watermark(self.cfg.watermark, current=start["wm"], kwm=kwm, partitions=partition_keys(up),
+                                 batch_time=batch_time, max_event=max_event, last_input=last_input)
+        return wm, {"kwm": kwm}
+
+    def report_fields(self, events: pa.Table, event_times: Any, planned: Any, shard: int) -> dict:
+        """Per-partition max event times, and (shard 0) the offsets skipped for data loss."""
+        pmax = {} if event_times is None else partition_max(events, *event_times)
+        return {"partition_max_us": pmax, "skipped_offsets": planned["skipped"] if shard == 0 else 0}
