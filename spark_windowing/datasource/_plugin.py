@@ -14,7 +14,7 @@ class WindowedDataSource(DataSource):
     """``format("windowed")``.
 
     * ``spark.readStream.format("windowed")``: upstream events -> windowed operator -> panes
-      (options: the README's Options section; see ``spark_windowing.datasource.reader``).
+      (options: docs/options.md; see ``spark_windowing.datasource.reader``).
     * ``spark.read.format("windowed").option("path", P).option("table", "current")``: a pane table
       written by the sink, as a batch DataFrame (see ``spark_windowing.datasource.tables``).
     * ``df.writeStream.format("windowed").option("path", P)``: the pane sink, three Delta tables

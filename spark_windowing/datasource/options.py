@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from spark_windowing.datasource.kafka import KafkaConfig, parse_kafka_options
 from spark_windowing.datasource.layout import SOURCES2_DIR, SOURCES_DIR
 from spark_windowing.datasource.maintenance import MaintenanceOptions
+from spark_windowing.datasource.option_reference import reader_option_names
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing.spec import OperatorSpec, parse_bool
@@ -21,27 +22,9 @@ DEFAULT_SHARDS = 2
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
 
-KNOWN_OPTIONS = {
-    "source", "path", "timestampcolumn", "timestampunit", "keycolumns", "window", "trigger",
-    "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
-    "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
-    "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
-    "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes",
-    # upkeep of the late-data table (spark_windowing.datasource.maintenance)
-    "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
-    # generator
-    "eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
-    "starttime",
-    # a second stream merged per key and window (spark_windowing.join)
-    "join", "source2", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
-    "maxfilespertrigger2", "startingversion2",
-    # a generated stream 2: the generator options suffixed with 2
-    "eventsperbatch2", "totalevents2", "keys2", "eventinterval2", "disorder2", "latefraction2", "seed2",
-    "starttime2",
-    # kafka (spark_windowing.datasource.kafka; every other ``kafka.*`` option goes to the client)
-    "subscribe", "subscribepattern", "assign", "startingoffsets", "maxoffsetspertrigger", "failondataloss",
-    "valueformat", "kafkaconsumer.polltimeoutms",
-}
+#: The lower-cased option names the reader accepts (``kafka.*`` pass by prefix), from the one registry
+#: of documented options (``spark_windowing.datasource.option_reference``, which generates docs/options.md).
+KNOWN_OPTIONS = reader_option_names()
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
 JOIN_OPTIONS = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2",
