@@ -43,7 +43,8 @@ SCOPES = {
               "`lateDataPath`) wrote, read through `deltalake`; no Delta jars needed."),
 }
 
-_UPKEEP = "Upkeep of the Delta tables (see [Operating a long-running query](long-running.md))"
+_LATE_UPKEEP = "Upkeep of the late-data table"
+_PANE_UPKEEP = "Upkeep of the pane tables"
 
 OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ reader: upstream
@@ -158,12 +159,12 @@ OPTIONS: tuple[Option, ...] = (
            "accepted and ignored (the progress lines take the query's name from "
            "`writeStream.queryName(...)`)", ""),
     # ------------------------------------------------------------------ reader: upkeep of the late table
-    Option("compactEvery", "reader", _UPKEEP,
-           "as the sink's `compactEvery`, for the `lateDataPath` table", "`50`"),
-    Option("vacuumEvery", "reader", _UPKEEP, "as the sink's `vacuumEvery`, for the `lateDataPath` table", "`50`"),
-    Option("vacuumRetention", "reader", _UPKEEP,
+    Option("compactEvery", "reader", _LATE_UPKEEP,
+           "as the sink's `compactEvery` ([Upkeep of the pane tables](#upkeep-of-the-pane-tables)), for the `lateDataPath` table", "`50`"),
+    Option("vacuumEvery", "reader", _LATE_UPKEEP, "as the sink's `vacuumEvery`, for the `lateDataPath` table", "`50`"),
+    Option("vacuumRetention", "reader", _LATE_UPKEEP,
            "as the sink's `vacuumRetention`, for the `lateDataPath` table", "`7 days`"),
-    Option("checkpointEvery", "reader", _UPKEEP,
+    Option("checkpointEvery", "reader", _LATE_UPKEEP,
            "as the sink's `checkpointEvery`, for the `lateDataPath` table", "`100`"),
     # ------------------------------------------------------------------ reader: a second stream
     Option("join", "reader", "Two streams merged per key and window",
@@ -259,17 +260,18 @@ OPTIONS: tuple[Option, ...] = (
            "width of `current`'s partitions by window end (`window_end_bucket`); fixed when `current` is "
            "created, so give it for a new path only (a different value for an existing table is an error)",
            "`10 minutes`"),
-    Option("compactEvery", "sink", _UPKEEP,
+    Option("compactEvery", "sink", _PANE_UPKEEP,
            "micro-batches between compactions of each pane table (`optimize.compact` into files of up to "
-           "32 MiB; full files are left alone, so each run rewrites at most ~32 MiB per table); `0`: never",
+           "32 MiB; full files are left alone, so each run rewrites at most ~32 MiB per table); `0`: never "
+           "(see [Operating a long-running query](long-running.md))",
            "`50`"),
-    Option("vacuumEvery", "sink", _UPKEEP,
+    Option("vacuumEvery", "sink", _PANE_UPKEEP,
            "micro-batches between vacuums of each pane table (deletes files that left the table more than "
            "`vacuumRetention` ago); `0`: never", "`50`"),
-    Option("vacuumRetention", "sink", _UPKEEP,
+    Option("vacuumRetention", "sink", _PANE_UPKEEP,
            "how long a file stays after it left a table, so a reader of an older version still finds it; set "
            "as the table property `delta.deletedFileRetentionDuration`", "`7 days`"),
-    Option("checkpointEvery", "sink", _UPKEEP,
+    Option("checkpointEvery", "sink", _PANE_UPKEEP,
            "micro-batches between Delta log checkpoints of each pane table (one commit per table and batch)",
            "`100`"),
     # ------------------------------------------------------------------ table reads
