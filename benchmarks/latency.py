@@ -23,7 +23,7 @@ Each engine reads its input with ``trigger(processingTime="1 second")`` (``--tri
 
 * ``ours``: ``readStream.format("windowed")`` (``source=parquet`` or ``source=kafka``;
   ``tumbling(10 seconds)``, ``bounded(2 seconds)``, sum and count, 2 shards; keyed by ``k`` for
-  files and by the record ``key`` for Kafka, as the README recommends: each shard then reads only
+  files and by the record ``key`` for Kafka, as docs/kafka.md recommends: each shard then reads only
   its own partitions) into the pane sink (``writeStream.format("windowed")``: Delta tables
   ``triggers``, ``retractions``, ``current``);
 * ``native``: (``format("kafka")`` -> ``from_json`` for Kafka)

@@ -92,7 +92,7 @@ def _aggregates_or_process(aggregate: str | None, process: str | None, evictor: 
 
 @dataclass(frozen=True)
 class OperatorSpec:
-    """The windowed operator's configuration (the README's options and docs/semantics.md), all times in microseconds."""
+    """The windowed operator's configuration (docs/options.md and docs/semantics.md), all times in microseconds."""
 
     window: WindowFn
     trigger: Trigger

@@ -12,6 +12,7 @@ from typing import Any
 
 from spark_windowing.datasource.layout import SOURCES2_DIR, SOURCES_DIR
 from spark_windowing.datasource.maintenance import MaintenanceOptions
+from spark_windowing.datasource.option_reference import options_of
 from spark_windowing.datasource.option_values import bool_option, int_option
 from spark_windowing.datasource.upstreams import UPSTREAMS
 from spark_windowing.errors import OptionError, UnknownOptionError
@@ -42,29 +43,10 @@ KNOWN_OPTIONS = {
     # each upstream kind's own (spark_windowing.datasource.upstreams), and stream 2's
     *_KIND_OPTIONS, *_KIND_OPTIONS2,
 }
-#: The documented spelling of every option (error messages spell them this way).
-OPTION_NAMES = (
-    "source", "path", "timestampColumn", "timestampUnit", "keyColumns", "window", "trigger",
-    "timestampCombiner", "accumulationMode", "watermark", "watermarkIdleTimeout", "allowedLateness",
-    "fireOnlyUpdatedPanes", "aggregate", "process", "evictor", "lateDataPath", "stateLocation", "shards",
-    "maxEventsPerBatch", "maxFilesPerTrigger", "startingVersion", "schema", "queryName",
-    "stateBuckets", "stateMemoryRows", "skipChangeCommits", "ignoreDeletes",
-    # upkeep of the late-data table (spark_windowing.datasource.maintenance)
-    "compactEvery", "vacuumEvery", "vacuumRetention", "checkpointEvery",
-    # generator
-    "eventsPerBatch", "totalEvents", "keys", "eventInterval", "disorder", "lateFraction", "seed",
-    "startTime",
-    # a second stream merged per key and window (spark_windowing.join)
-    "join", "source2", "path2", "schema2", "timestampColumn2", "keyColumns2", "aggregate2",
-    "maxFilesPerTrigger2", "startingVersion2",
-    # a generated stream 2: the generator options suffixed with 2
-    "eventsPerBatch2", "totalEvents2", "keys2", "eventInterval2", "disorder2", "lateFraction2", "seed2",
-    "startTime2",
-    # kafka (spark_windowing.datasource.kafka; every other ``kafka.*`` option goes to the client)
-    "subscribe", "subscribePattern", "assign", "startingOffsets", "maxOffsetsPerTrigger", "failOnDataLoss",
-    "valueFormat", "kafkaConsumer.pollTimeoutMs",
-)
-_DOCUMENTED = {name.lower(): name for name in OPTION_NAMES}
+#: The documented spelling of every reader option, from the one registry of documented options
+#: (``spark_windowing.datasource.option_reference``, which generates docs/options.md; its tests
+#: check that the registry and KNOWN_OPTIONS name the same options). Error messages spell them so.
+_DOCUMENTED = {o.name.lower(): o.name for o in options_of("reader") if o.name.lower() in KNOWN_OPTIONS}
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
 JOIN_OPTIONS = _JOIN_OWN + _KIND_OPTIONS2
@@ -112,8 +94,8 @@ def unknown_option(name: str, value: object) -> UnknownOptionError:
     """The error for option ``name``: the known options closest to it (difflib, compared
     case-insensitively), in their documented casing; the whole list on the message's second line."""
     close = difflib.get_close_matches(name.lower(), sorted(KNOWN_OPTIONS), n=3, cutoff=0.75)
-    accepted = "the options in the README's Options table: " + ", ".join(sorted(OPTION_NAMES, key=str.lower))
-    return UnknownOptionError(name, value, accepted, suggestions=[_DOCUMENTED[c] for c in close])
+    accepted = "the reader options of docs/options.md: " + ", ".join(sorted(_DOCUMENTED.values(), key=str.lower))
+    return UnknownOptionError(name, value, accepted, suggestions=[_DOCUMENTED.get(c, c) for c in close])
 
 
 def parse_options(raw: dict[str, str]) -> SourceConfig:

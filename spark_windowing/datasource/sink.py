@@ -227,8 +227,8 @@ def _check_current_layout(options: SinkOptions) -> None:
     recorded = _delta.current_bucket_seconds(current)
     if recorded is None:
         _log.warning("windowed sink: %s/current predates the window_end_bucket layout; each micro-batch "
-                     "rewrites the whole table. Move it aside and let the sink recreate it (see the "
-                     "README, 'Long-running streams') to make MERGE cost follow the batch.", options.root)
+                     "rewrites the whole table. Move it aside and let the sink recreate it (see "
+                     "docs/long-running.md) to make MERGE cost follow the batch.", options.root)
     wanted = options.current_bucket_seconds
     if wanted is not None and wanted != recorded:
         have = "unpartitioned (first layout)" if recorded is None else f"{recorded} seconds"

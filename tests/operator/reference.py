@@ -3,7 +3,7 @@
 It has the constructor keywords and methods of ``spark_windowing.testing.TestStream`` and emits
 the same pane / late dicts, so tests can run both on the same input and compare. It works one
 element at a time in plain Python and never imports ``spark_windowing``: it is an independent
-reading of the semantics (README, docs/semantics.md), so the two cross-check each other.
+reading of the semantics (docs/options.md, docs/semantics.md), so the two cross-check each other.
 
 Time model: integer microseconds inside; inputs and outputs in ``timestamp_unit`` (output times
 are floor-divided). Windows are half-open ``[start, end)``. The watermark starts unset (``None``,

@@ -1,5 +1,5 @@
 """Bad settings fail at construction with an OptionError naming the option, the bad value and the
-accepted forms (the README's Options section) — and valid-but-unusual input is not rejected."""
+accepted forms (docs/options.md) — and valid-but-unusual input is not rejected."""
 
 from __future__ import annotations
 

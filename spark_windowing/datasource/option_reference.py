@@ -1,0 +1,342 @@
+"""The one registry of the ``windowed`` format's options, and the generator of ``docs/options.md``.
+
+Every option of ``spark.readStream.format("windowed")`` (scope ``reader``),
+``df.writeStream.format("windowed")`` (scope ``sink``) and ``spark.read.format("windowed")``
+(scope ``table``) is one ``Option`` here, in its documented camelCase. The stream reader's
+``KNOWN_OPTIONS`` (``spark_windowing.datasource.options``) is derived from this tuple, and
+``docs/options.md`` is generated from it::
+
+    python -m spark_windowing.datasource.option_reference > docs/options.md
+
+``tests/operator/test_docs.py`` fails when the file and the registry differ, or when the
+registry and the option parsers disagree about the names. Imports nothing (no pyspark).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Option", "OPTIONS", "SCOPES", "reader_option_names", "options_of", "render_markdown"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its documented (camelCase) name, where it applies, and what it takes."""
+
+    name: str
+    scope: str          # "reader", "sink" or "table" (see SCOPES)
+    group: str          # the heading it is listed under in docs/options.md
+    values: str         # accepted values and meaning (Markdown, one table cell)
+    default: str = ""   # the default ("required", "" when there is none)
+
+
+#: scope -> (heading of docs/options.md, one paragraph under it)
+SCOPES = {
+    "reader": ('Stream reader: `spark.readStream.format("windowed")`',
+               "Upstream events in, pane rows out (see [Pane rows](delta-sql.md#pane-rows))."),
+    "sink": ('Pane sink: `df.writeStream.format("windowed")`',
+             "Writes the pane rows exactly once to three Delta tables under `path` (see "
+             "[Delta tables and SQL](delta-sql.md)). Spark's own `checkpointLocation`, `queryName`, "
+             "`trigger` and `outputMode` (`append`, the default) apply as for any sink."),
+    "table": ('Pane tables: `spark.read.format("windowed")`',
+              "A batch DataFrame of one snapshot of a table the sink (or the reader's "
+              "`lateDataPath`) wrote, read through `deltalake`; no Delta jars needed."),
+}
+
+_LATE_UPKEEP = "Upkeep of the late-data table"
+_PANE_UPKEEP = "Upkeep of the pane tables"
+
+OPTIONS: tuple[Option, ...] = (
+    # ------------------------------------------------------------------ reader: upstream
+    Option("source", "reader", "Upstream",
+           "`delta` (a Delta table read commit by commit by the rules of Spark's Delta streaming source: "
+           "only files a commit adds with `dataChange`; partition values, column mapping and `timestamp_ntz` "
+           "handled; commits that remove rows fail unless `skipChangeCommits` / `ignoreDeletes`; a schema "
+           "change inside the versions read fails, naming the version — see "
+           "`spark_windowing/datasource/delta_source.py`), `parquet`, `json`, `csv`, `generator` (deterministic "
+           "synthetic clicks: `user_id`, `page`, `event_time`, `amount`, `event_id`; see [Generator](#generator)), `kafka` (see [Kafka](kafka.md)), `panes` (the pane tables "
+           "of another windowed query: its `writeStream.format(\"windowed\")` path; a micro-batch reads whole "
+           "upstream batches, TRIGGER and RETRACTION rows together; `maxFilesPerTrigger` = upstream batches "
+           "per micro-batch; see [Chaining windowed queries](windows.md#chaining-windowed-queries))",
+           "required"),
+    Option("path", "reader", "Upstream", "upstream location (not for `generator` and `kafka`)"),
+    Option("schema", "reader", "Upstream",
+           "`'name type, ...'` (`string`, `long`, `int`, `double`, `float`, `boolean`, `timestamp`, `date`) "
+           "for file sources; with `source=kafka` the schema of the record values (see `valueFormat`)",
+           "taken from the first file"),
+    Option("timestampColumn", "reader", "Upstream",
+           "event-time column (timestamp, ISO-8601 string, or numeric epoch with `timestampUnit`); dotted "
+           "names reach into structs", "absent: processing-time windows (batch time)"),
+    Option("timestampUnit", "reader", "Upstream",
+           "`s`, `ms`, `us`: the unit of a numeric `timestampColumn` (and of `column(c)` watermarks); applies "
+           "to both streams of a join", "timestamps and ISO-8601 strings need none"),
+    Option("keyColumns", "reader", "Upstream", "comma-separated", "absent: one logical key"),
+    Option("maxEventsPerBatch", "reader", "Upstream",
+           "events per micro-batch (a read limit; file sources take whole files; with `join` it applies to "
+           "each stream)", "unlimited"),
+    Option("maxFilesPerTrigger", "reader", "Upstream",
+           "files (Delta: files added by commits; `panes`: upstream batches) per micro-batch; with `join` "
+           "stream 2 has `maxFilesPerTrigger2`", "unlimited"),
+    Option("startingVersion", "reader", "Upstream", "first Delta version to read (`delta` source)", "`0`"),
+    Option("skipChangeCommits", "reader", "Upstream",
+           "`delta` source: skip commits that remove rows (DELETE, UPDATE, MERGE, overwrite) instead of "
+           "failing, as Spark's Delta source does; their rewritten rows are not read again", "`false`"),
+    Option("ignoreDeletes", "reader", "Upstream",
+           "`delta` source: let commits that only delete rows (no added files) pass instead of failing",
+           "`false`"),
+    # ------------------------------------------------------------------ reader: windowing
+    Option("window", "reader", "Windows, triggers and aggregates",
+           "`tumbling(size[, offset])`, `sliding(size, slide[, offset])`, `session(gap)`, "
+           "`session(gapColumn=c)`, `global`, `cumulate(maxSize, step[, offset])`, `count(size[, slide])` "
+           "(per key, arrival order), `count(n, every[, offset])` and `sliding(size, n elements)` (Storm's "
+           "mixed windows, see [Mixed count/time windows](windows.md#mixed-counttime-windows)), "
+           "`record_sliding(size)` (Kafka Streams' sliding windows, see "
+           "[Record-sliding windows](windows.md#record-sliding-windows)); `inherit` (each row names its "
+           "window in `window_start`/`window_end`, rows with `kind = 'RETRACTION'` are subtracted; then "
+           "`timestampColumn` defaults to `pane_timestamp` and `watermark` to `column(watermark)`; aggregates "
+           "must be able to subtract: `sum`, `count`, `avg`, `collect_list`, or a `module:Class` with "
+           "`retract(acc, elements)`)", "required"),
+    Option("trigger", "reader", "Windows, triggers and aggregates",
+           "`Default()`, `Never()`, `AfterWatermark([early=T][, late=T])`, `AfterCount(n)`, "
+           "`AfterProcessingTime(d)`, `Repeatedly(T)`, `AfterAny(T, …)`, `AfterAll(T, …)`, `AfterEach(T, …)`, "
+           "`OrFinally(T, U)`, `ContinuousEventTime(d)`, `ContinuousProcessingTime(d)`",
+           "`Default()`; `Never()` for `global`; `AfterCount(size)` for `count`; none for the mixed windows "
+           "(each evaluation fires once) and `record_sliding` (each window fires once, when it closes)"),
+    Option("accumulationMode", "reader", "Windows, triggers and aggregates",
+           "`discarding`, `accumulating`, `accumulating_and_retracting`", "`discarding`"),
+    Option("timestampCombiner", "reader", "Windows, triggers and aggregates",
+           "`end_of_window`, `earliest`, `latest` (sets `pane_timestamp`)", "`end_of_window`"),
+    Option("allowedLateness", "reader", "Windows, triggers and aggregates",
+           "duration (must be 0 with the mixed windows: their windows are final when evaluated; with "
+           "`record_sliding` it is Kafka's grace period)", "`0 seconds`"),
+    Option("fireOnlyUpdatedPanes", "reader", "Windows, triggers and aggregates",
+           "`true` / `false`: skip a firing whose values equal the last fired pane", "`false`"),
+    Option("aggregate", "reader", "Windows, triggers and aggregates",
+           "`sum(x)`, `count(*)`, `count(x)`, `avg(x)`, `min(x)`, `max(x)`, `first(x)`, `last(x)`, "
+           "`collect_list(x)`, `count_distinct(x)`, each with optional `AS name`; or `module:Class[(arg, ...)]` "
+           "(custom accumulation: `output_fields`, `initial()`, `add(acc, elements)`, `merge(accs)`, "
+           "`output(acc)`, optional `retract(acc, elements)`; see `spark_windowing/aggregates.py`; ready-made: "
+           "`spark_windowing.accumulations:TopN(n, value, label)`)", "required unless `process`"),
+    Option("process", "reader", "Windows, triggers and aggregates",
+           "`module:function` called once per fired pane with the pane's elements in arrival order (what the "
+           "accumulation mode puts in the pane, after the evictor) (Arrow table; pandas DataFrame if "
+           "`f.input = \"pandas\"`; projection `f.input_columns`, also pushed down into the upstream read) and "
+           "a context (`key`, `window_start`, `window_end`, `window_seq`, `pane_timing`, `pane_index`, "
+           "`is_final`, `watermark`, `batch_time`, and `new` / `evicted` / `expired` elements); returns "
+           "`{column: value}` for the columns it declares in `f.output_fields` (pyarrow fields or a schema). "
+           "Buffers every element of a window; with `window=inherit` the input must have no RETRACTION rows "
+           "(a RETRACTION row is an error); see `spark_windowing/process.py`", "instead of `aggregate`"),
+    Option("evictor", "reader", "Windows, triggers and aggregates",
+           "with `process`: `count(n)` (keep the last n), `time(d)` (keep `ts > max ts − d`), "
+           "`delta(threshold, column)` (evict `\\|column − last element's\\| ≥ threshold`) — Flink's evictors, "
+           "applied before the function", "none"),
+    # ------------------------------------------------------------------ reader: watermark
+    Option("watermark", "reader", "Watermark",
+           "`bounded(delay)`, `processing(lag)`, `column(c)` (numeric epochs in `timestampUnit`)",
+           "`bounded(0 seconds)`"),
+    Option("watermarkIdleTimeout", "reader", "Watermark",
+           "duration after which a quiet source's watermark advances with the processing time elapsed beyond "
+           "it; with `join`, a stream that has had no event this long after the query's first batch stops "
+           "holding the merged watermark back; with `source=kafka`, a partition without records this long "
+           "stops holding the source's watermark back", "off"),
+    # ------------------------------------------------------------------ reader: state, late data
+    Option("stateLocation", "reader", "State and late data",
+           "URI of the operator state (local path, or `s3://`, `gs://`, `abfss://`, `hdfs://` via "
+           "`pyarrow.fs`); `shards`, `stateBuckets` and the windowing spec are recorded in "
+           "`stateLocation/spec.json` and fixed for its life", "required"),
+    Option("lateDataPath", "reader", "State and late data",
+           "Delta table for dropped late and malformed events (one row per event and window, with `reason`, "
+           "`window_start`, `window_end`, `watermark`, `batch_time`, `batch_seq`), exactly once", "off"),
+    Option("shards", "reader", "State and late data",
+           "key shards = Spark tasks per micro-batch; fixed for the life of a state location", "`2`"),
+    Option("stateMemoryRows", "reader", "State and late data",
+           "windows per shard kept in memory (more spill to `stateLocation`, by key bucket; a batch whose "
+           "buckets need more is run a memory-full of buckets at a time)", "`2000000`"),
+    Option("stateBuckets", "reader", "State and late data",
+           "key buckets per shard (the unit of loading, spilling and incremental snapshots); fixed for the "
+           "life of a state location", "`64`"),
+    Option("queryName", "reader", "State and late data",
+           "accepted and ignored (the progress lines take the query's name from "
+           "`writeStream.queryName(...)`)", ""),
+    # ------------------------------------------------------------------ reader: upkeep of the late table
+    Option("compactEvery", "reader", _LATE_UPKEEP,
+           "as the sink's `compactEvery` ([Upkeep of the pane tables](#upkeep-of-the-pane-tables)), for the `lateDataPath` table", "`50`"),
+    Option("vacuumEvery", "reader", _LATE_UPKEEP, "as the sink's `vacuumEvery`, for the `lateDataPath` table", "`50`"),
+    Option("vacuumRetention", "reader", _LATE_UPKEEP,
+           "as the sink's `vacuumRetention`, for the `lateDataPath` table", "`7 days`"),
+    Option("checkpointEvery", "reader", _LATE_UPKEEP,
+           "as the sink's `checkpointEvery`, for the `lateDataPath` table", "`100`"),
+    # ------------------------------------------------------------------ reader: a second stream
+    Option("join", "reader", "Two streams merged per key and window",
+           "`inner` (a pane only when both streams have elements in it), `left` (stream 1 has), `outer` "
+           "(either has), `cogroup` (every pane the trigger fires); needs `source2`. The panes' aggregates are "
+           "`aggregate` over stream 1 and `aggregate2` over stream 2; the watermark is the earlier of the two "
+           "streams' watermarks (each from `watermark`), never decreasing; late/malformed rows of both go to "
+           "`lateDataPath` with `join_side` (1, 2) and stream 2's columns as `__s2_<name>`. See "
+           "[Two streams](windows.md#two-streams-merged-per-key-and-window) and `spark_windowing/join.py`",
+           "off"),
+    Option("source2", "reader", "Two streams merged per key and window",
+           "the second upstream (any `source` but `panes` and `kafka`); needs `join`, and a "
+           "`spark.windowed.join` conf default applies only to queries with `source2`"),
+    Option("path2", "reader", "Two streams merged per key and window",
+           "the second upstream's location (not for `generator`)"),
+    Option("schema2", "reader", "Two streams merged per key and window",
+           "as `schema`, for stream 2", "none: taken from stream 2's own files"),
+    Option("timestampColumn2", "reader", "Two streams merged per key and window",
+           "as `timestampColumn`, for stream 2 (`timestampUnit` applies to both)", "stream 1's value"),
+    Option("keyColumns2", "reader", "Two streams merged per key and window",
+           "as many columns as `keyColumns`, matched in order, same types", "stream 1's value"),
+    Option("maxFilesPerTrigger2", "reader", "Two streams merged per key and window",
+           "as `maxFilesPerTrigger`, for stream 2", "stream 1's value"),
+    Option("startingVersion2", "reader", "Two streams merged per key and window",
+           "as `startingVersion`, for stream 2", "`0`"),
+    Option("aggregate2", "reader", "Two streams merged per key and window",
+           "aggregates over stream 2's columns; output names must differ from `aggregate`'s; no custom "
+           "accumulations or `process` functions with `join`; windows: tumbling, sliding, session, cumulate, "
+           "global (an event-time `timestampColumn` is required)",
+           "`aggregate` over stream 2, names suffixed `_2`"),
+    # ------------------------------------------------------------------ reader: kafka
+    Option("kafka.bootstrap.servers", "reader", "Kafka (`source=kafka`)",
+           "`host:port[,host:port...]`", "required"),
+    Option("subscribe", "reader", "Kafka (`source=kafka`)",
+           "a comma list of topics; exactly one of `subscribe`, `subscribePattern`, `assign`", "one of three"),
+    Option("subscribePattern", "reader", "Kafka (`source=kafka`)",
+           "a regex over topic names (topics created later that match are read from offset 0)", "one of three"),
+    Option("assign", "reader", "Kafka (`source=kafka`)",
+           "JSON `{\"topicA\": [0, 1]}`: these partitions only", "one of three"),
+    Option("startingOffsets", "reader", "Kafka (`source=kafka`)",
+           "`earliest`, `latest`, or JSON `{\"topic\": {\"0\": 23, \"1\": -2}}` (`-2` earliest, `-1` latest; "
+           "partitions not listed start at the earliest)", "`latest`"),
+    Option("maxOffsetsPerTrigger", "reader", "Kafka (`source=kafka`)",
+           "offsets per micro-batch, split over the partitions in proportion to how far each is behind "
+           "(through Spark's `ReadLimit`; `availableNow` stops at the offsets that existed when the query "
+           "started); not together with `maxEventsPerBatch`", "unlimited"),
+    Option("failOnDataLoss", "reader", "Kafka (`source=kafka`)",
+           "`true`: records deleted (retention) before they were read fail the query, naming topic, partition "
+           "and missing offsets; `false`: continue from the earliest offset; the count of skipped offsets goes "
+           "to the batch report (`skipped_offsets`), the progress line (`skipped offsets N (data loss)`) and a "
+           "warning", "`true`"),
+    Option("valueFormat", "reader", "Kafka (`source=kafka`)",
+           "`json`, `csv` (`schema` = DDL), `avro` (`schema` = the Avro record schema as JSON; values with the "
+           "5-byte Confluent header are accepted), `raw` (no decoding)", "`json`"),
+    Option("kafkaConsumer.pollTimeoutMs", "reader", "Kafka (`source=kafka`)",
+           "how long a task waits for the records of its offset ranges before failing", "`120000`"),
+    Option("kafka.*", "reader", "Kafka (`source=kafka`)",
+           "any other librdkafka property (`kafka.security.protocol`, `kafka.sasl.mechanism`, "
+           "`kafka.sasl.username`, `kafka.ssl.ca.location`, ...) goes to the client; an unknown one fails at "
+           "`load()`; `kafka.group.id` and auto-commit are refused (nothing is committed); only with "
+           "`source=kafka`"),
+    # ------------------------------------------------------------------ reader: generator
+    Option("eventsPerBatch", "reader", "Generator",
+           "events per micro-batch of the `generator` source", "`1000`"),
+    Option("totalEvents", "reader", "Generator",
+           "events in all (set it for an `availableNow` run to end)", "unbounded"),
+    Option("keys", "reader", "Generator", "distinct `user_id` values", "`100`"),
+    Option("eventInterval", "reader", "Generator", "event time between events (a duration > 0)",
+           "`10 milliseconds`"),
+    Option("disorder", "reader", "Generator", "max out-of-orderness (a duration)", "`0 seconds`"),
+    Option("lateFraction", "reader", "Generator", "share of events shifted far back (0 to 1)", "`0`"),
+    Option("seed", "reader", "Generator", "random seed", "`42`"),
+    Option("startTime", "reader", "Generator", "event time of the first event (ISO-8601)",
+           "`2026-01-01T00:00:00Z`"),
+    *(Option(f"{name}2", "reader", "Generator, stream 2 (`source2=generator`)",
+             f"`{name}` for the generated stream 2",
+             "`seed + 1` (stream 2 is not a copy of stream 1)" if name == "seed" else f"`{name}`'s value")
+      for name in ("eventsPerBatch", "totalEvents", "keys", "eventInterval", "disorder", "lateFraction", "seed",
+                   "startTime")),
+    # ------------------------------------------------------------------ sink
+    Option("path", "sink", "Pane tables",
+           "root `P` of the Delta tables `P/triggers` (every TRIGGER row), `P/retractions` (every RETRACTION "
+           "row), `P/current` (the latest pane per key and window, retractions applied)", "required"),
+    Option("appId", "sink", "Pane tables",
+           "Delta app-transaction id that makes commits idempotent per `batchId`",
+           "`spark-windowing-sink-<query id>`"),
+    Option("maxRowsPerFile", "sink", "Pane tables", "rows per Parquet data file", "`500000`"),
+    Option("writerLease", "sink", "Pane tables",
+           "duration: a commit fails while another query (another `appId`) committed to the tables less than "
+           "this ago — one query writes one pane table set; `0 seconds` takes a path over at once",
+           "`5 minutes`"),
+    Option("currentBucket", "sink", "Pane tables",
+           "width of `current`'s partitions by window end (`window_end_bucket`); fixed when `current` is "
+           "created, so give it for a new path only (a different value for an existing table is an error)",
+           "`10 minutes`"),
+    Option("compactEvery", "sink", _PANE_UPKEEP,
+           "micro-batches between compactions of each pane table (`optimize.compact` into files of up to "
+           "32 MiB; full files are left alone, so each run rewrites at most ~32 MiB per table); `0`: never "
+           "(see [Operating a long-running query](long-running.md))",
+           "`50`"),
+    Option("vacuumEvery", "sink", _PANE_UPKEEP,
+           "micro-batches between vacuums of each pane table (deletes files that left the table more than "
+           "`vacuumRetention` ago); `0`: never", "`50`"),
+    Option("vacuumRetention", "sink", _PANE_UPKEEP,
+           "how long a file stays after it left a table, so a reader of an older version still finds it; set "
+           "as the table property `delta.deletedFileRetentionDuration`", "`7 days`"),
+    Option("checkpointEvery", "sink", _PANE_UPKEEP,
+           "micro-batches between Delta log checkpoints of each pane table (one commit per table and batch)",
+           "`100`"),
+    # ------------------------------------------------------------------ table reads
+    Option("path", "table", "Pane and late tables",
+           "the sink's `path` `P` (reads `P/<table>`), or a reader's `lateDataPath` with `table=late`",
+           "required"),
+    Option("table", "table", "Pane and late tables",
+           "`current` (latest pane per key and window), `triggers` (every TRIGGER row), `retractions` (every "
+           "RETRACTION row), `late` (the late-data table at `path`)", "required"),
+    Option("versionAsOf", "table", "Pane and late tables",
+           "a Delta table version to read (time travel)", "the latest"),
+)
+
+INTRO = """\
+# Options reference
+
+<!-- Generated from spark_windowing/datasource/option_reference.py by
+     `python -m spark_windowing.datasource.option_reference > docs/options.md`; do not edit by hand
+     (tests/operator/test_docs.py fails when the two differ). -->
+
+All option names are case-insensitive. `spark.windowed.<option>` in the Spark conf
+(`--conf spark.windowed.window=...`, a `--properties-file`, `SparkSession.builder.config`) is a
+default for that option; an explicit `.option()` wins. `spark_windowing.register(spark)` reads them,
+so register after the conf is set. Durations use Spark interval syntax (`10 seconds`,
+`5 minutes`, `1 hour`, `500 milliseconds`).
+
+A bad value fails at `load()` with a message naming the option, the value and the accepted forms,
+e.g. `invalid option 'window' = 'tumbling(ten seconds)': ... Accepted: ...`; an option the reader
+does not know fails the same way (`unknown option`). Spark reports it as `PYTHON_DATA_SOURCE_ERROR`
+with the Python traceback first and the message last (see
+[Troubleshooting](troubleshooting.md#python_data_source_error-and-where-the-message-is)).
+"""
+
+
+def options_of(scope: str) -> tuple[Option, ...]:
+    """The options of one scope, in registry order."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope {scope!r}: one of {', '.join(SCOPES)}")
+    return tuple(o for o in OPTIONS if o.scope == scope)
+
+
+def reader_option_names() -> set[str]:
+    """The lower-cased names the stream reader accepts; ``kafka.*`` options pass by their prefix."""
+    return {o.name.lower() for o in options_of("reader") if not o.name.lower().startswith("kafka.")}
+
+
+def _cell(text: str) -> str:
+    return text.replace("\n", " ").strip()
+
+
+def render_markdown() -> str:
+    """``docs/options.md``: one table per scope and group, in registry order."""
+    out = [INTRO]
+    for scope, (heading, paragraph) in SCOPES.items():
+        out += [f"## {heading}", "", paragraph, ""]
+        groups: dict[str, list[Option]] = {}
+        for o in options_of(scope):
+            groups.setdefault(o.group, []).append(o)
+        for group, opts in groups.items():
+            out += [f"### {group}", "", "| option | values | default |", "|---|---|---|"]
+            out += [f"| `{o.name}` | {_cell(o.values)} | {_cell(o.default)} |" for o in opts]
+            out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+    sys.stdout.write(render_markdown())
