@@ -88,19 +88,24 @@ OPTIONS: tuple[Option, ...] = (
     Option("window", "reader", "Windows, triggers and aggregates",
            "`tumbling(size[, offset])`, `sliding(size, slide[, offset])`, `session(gap)`, "
            "`session(gapColumn=c)`, `global`, `cumulate(maxSize, step[, offset])`, `count(size[, slide])` "
-           "(per key, arrival order), `count(n, every[, offset])` and `sliding(size, n elements)` (Storm's "
+           "(per key, arrival order, as Flink's `countWindow(size, slide)`: at every slide-th element of a "
+           "key, its last size elements, partial windows at the start included; see "
+           "[semantics](semantics.md)), `count(n, every[, offset])` and `sliding(size, n elements)` (Storm's "
            "mixed windows, see [Mixed count/time windows](windows.md#mixed-counttime-windows)), "
            "`record_sliding(size)` (Kafka Streams' sliding windows, see "
            "[Record-sliding windows](windows.md#record-sliding-windows)); `inherit` (each row names its "
            "window in `window_start`/`window_end`, rows with `kind = 'RETRACTION'` are subtracted; then "
            "`timestampColumn` defaults to `pane_timestamp` and `watermark` to `column(watermark)`; aggregates "
            "must be able to subtract: `sum`, `count`, `avg`, `collect_list`, or a `module:Class` with "
-           "`retract(acc, elements)`)", "required"),
+           "`retract(acc, elements)`). Offsets may be negative and must satisfy `|offset| < size` "
+           "(tumbling; `cumulate`: `maxSize`; `count(n, every)`: `every`) or `|offset| < slide` (sliding), "
+           "as Flink", "required"),
     Option("trigger", "reader", "Windows, triggers and aggregates",
            "`Default()`, `Never()`, `AfterWatermark([early=T][, late=T])`, `AfterCount(n)`, "
            "`AfterProcessingTime(d)`, `Repeatedly(T)`, `AfterAny(T, …)`, `AfterAll(T, …)`, `AfterEach(T, …)`, "
            "`OrFinally(T, U)`, `ContinuousEventTime(d)`, `ContinuousProcessingTime(d)`",
-           "`Default()`; `Never()` for `global`; `AfterCount(size)` for `count`; none for the mixed windows "
+           "`Default()` (for `count`: each window fires once, when it holds its last element); `Never()` "
+           "for `global`; none for the mixed windows "
            "(each evaluation fires once) and `record_sliding` (each window fires once, when it closes)"),
     Option("accumulationMode", "reader", "Windows, triggers and aggregates",
            "`discarding`, `accumulating`, `accumulating_and_retracting`", "`discarding`"),
