@@ -298,10 +298,14 @@ INTRO = """\
      (tests/operator/test_docs.py fails when the two differ). -->
 
 All option names are case-insensitive. `spark.windowed.<option>` in the Spark conf
-(`--conf spark.windowed.window=...`, a `--properties-file`, `SparkSession.builder.config`) is a
-default for that option; an explicit `.option()` wins. `spark_windowing.register(spark)` reads them,
-so register after the conf is set. Durations use Spark interval syntax (`10 seconds`,
-`5 minutes`, `1 hour`, `500 milliseconds`).
+(`--conf spark.windowed.window=...`, a `--properties-file`, `SparkSession.builder.config`,
+`spark.conf.set`) is a default for that option once the job has called
+`spark_windowing.register(spark)` (once per process); an explicit `.option()` wins. Spark hands a
+Python data source only its options, never the session's conf, so `register` makes every
+`format("windowed")` of the process carry the session's `spark.windowed.*` entries as they are at
+that call; without it, `format("windowed")` works (Spark finds the installed format) with its
+explicit options only, and SQL `USING windowed` always takes its `OPTIONS` only. Durations use
+Spark interval syntax (`10 seconds`, `5 minutes`, `1 hour`, `500 milliseconds`).
 
 A bad value fails at `load()` with a message naming the option, the value and the accepted forms,
 e.g. `invalid option 'window' = 'tumbling(ten seconds)': ... Accepted: ...`; an option the reader
