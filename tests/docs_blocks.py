@@ -8,6 +8,10 @@ Every ```` ```python ```` block is one of:
   identical (``own-project-copy``: checked, not run twice).
 * ``skip``: the line before it is ``<!-- docs-test: skip: <why it cannot run here> -->``; counted,
   never run.
+* ``delta`` / ``kafka``: the line before it is ``<!-- docs-test: delta: <why> -->`` (or ``kafka``):
+  it needs the Delta interoperability virtualenv (delta-spark, DuckDB) or the test suite's Kafka
+  broker, and runs where they are (``tests/delta/test_docs_blocks_delta.py``,
+  ``tests/spark/test_docs_blocks.py``), with its example paths and hosts replaced by real ones.
 * ``plain`` / ``spark``: run in order, one namespace per page (a page's blocks build on each
   other), with the working directory a temporary one. A page with a block that uses ``spark.``
   runs entirely in the Spark test, with the session fixture as the global ``spark``; the others run
@@ -22,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN_PROJECT_MARKER = "<!-- own-project-example -->"
-_SKIP = re.compile(r"^<!--\s*docs-test:\s*skip:\s*(?P<reason>.*?)\s*-->$")
+_SKIP = re.compile(r"^<!--\s*docs-test:\s*(?P<kind>skip|delta|kafka):\s*(?P<reason>.*?)\s*-->$")
 _ANY_MARKER = re.compile(r"<!--\s*(docs-test\b|own-project-example\b)")
 _FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 _USES_SPARK = re.compile(r"(?<![\w.])spark\.")
@@ -33,7 +37,7 @@ class Block:
     file: str            # relative to the repository root
     line: int            # 1-based line of the opening fence
     code: str
-    kind: str            # own-project, own-project-copy, skip, plain, spark
+    kind: str            # own-project, own-project-copy, skip, delta, kafka, plain, spark
     reason: str = ""     # for skip
 
     @property
@@ -84,8 +88,8 @@ def blocks(path: Path) -> list[Block]:
             m = _SKIP.match(before)
             if not m or not m.group("reason"):
                 raise MarkerError(f"{rel}:{line}: malformed marker {before!r}; write "
-                                  "<!-- docs-test: skip: <why this block cannot run here> -->")
-            kind, reason = "skip", m.group("reason")
+                                  "<!-- docs-test: skip|delta|kafka: <why this block cannot run here> -->")
+            kind, reason = m.group("kind"), m.group("reason")
         if kind != "run" and lang != "python":
             raise MarkerError(f"{rel}:{line}: a docs-test marker before a {lang or 'plain'} block")
         if kind != "run":
@@ -115,6 +119,16 @@ def pages(kind: str) -> dict[str, list[Block]]:
         if b.kind == kind:
             out.setdefault(b.file, []).append(b)
     return out
+
+
+def with_real_places(block: Block, places: dict[str, str]) -> str:
+    """The block's code with each example path or host (a key of ``places``) replaced by a real
+    one; every key must occur, so a rewritten example cannot silently stop being exercised."""
+    code = block.code
+    for example, real in places.items():
+        assert example in code, f"{block.where} no longer contains {example!r}"
+        code = code.replace(example, real)
+    return code
 
 
 def run_page(page_blocks: list[Block], namespace: dict) -> int:

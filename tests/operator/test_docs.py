@@ -17,7 +17,7 @@ from tests.docs_blocks import ROOT, all_blocks, blocks, doc_files, pages, run_pa
 
 #: Blocks excluded with a reason (a Kafka broker, an S3 cluster, delta-spark, DuckDB): adding one
 #: must be a decision, so the count is pinned.
-EXCLUDED = 4
+EXCLUDED = 1
 
 
 def test_the_site_builds_with_strict(tmp_path):
@@ -141,16 +141,18 @@ def test_options_used_in_the_docs_exist():
 # ------------------------------------------------------------------ code blocks
 def test_every_python_block_is_run_or_excluded_with_a_reason():
     found = all_blocks()
-    kinds = {k: [b for b in found if b.kind == k] for k in ("own-project", "own-project-copy", "skip", "plain", "spark")}
+    kinds = {k: [b for b in found if b.kind == k]
+             for k in ("own-project", "own-project-copy", "skip", "delta", "kafka", "plain", "spark")}
     assert sum(map(len, kinds.values())) == len(found)
     assert len(kinds["own-project"]) == 1 and kinds["own-project"][0].file == "README.md"
     for copy in kinds["own-project-copy"]:
         assert copy.code == kinds["own-project"][0].code, f"{copy.where} differs from the README's own-project example"
     skipped = [f"{b.where}: {b.reason}" for b in kinds["skip"]]
     assert len(skipped) == EXCLUDED, "excluded blocks:\n" + "\n".join(skipped)
-    assert kinds["plain"] and kinds["spark"]
+    assert kinds["plain"] and kinds["spark"] and len(kinds["delta"]) == 2 and len(kinds["kafka"]) == 1
     print(f"\n{len(found)} Python blocks: {len(kinds['plain'])} run here, {len(kinds['spark'])} with Spark, "
           f"1 own-project (+{len(kinds['own-project-copy'])} identical copy) as a subprocess, "
+          f"{len(kinds['delta'])} in the Delta virtualenv, {len(kinds['kafka'])} against the test broker, "
           f"{len(skipped)} excluded:\n" + "\n".join(skipped))
 
 

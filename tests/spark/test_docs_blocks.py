@@ -20,3 +20,21 @@ def test_python_blocks_with_spark_run(page, spark, tmp_path, monkeypatch):
     finally:
         for query in spark.streams.active:
             query.stop()
+
+
+def test_the_kafka_page_block_runs_against_the_test_broker(spark, kafka_broker, tmp_path):
+    """docs/kafka.md's reader, on the suite's local broker and a topic of its own: it loads (the
+    broker and topic are checked at load) and yields the documented pane columns."""
+    from tests.docs_blocks import all_blocks, with_real_places
+    from tests.spark.kafka_helpers import new_topic
+
+    (block,) = [b for b in all_blocks() if b.kind == "kafka"]
+    topic = new_topic(kafka_broker)
+    code = with_real_places(block, {
+        "broker1:9092,broker2:9092": kafka_broker.bootstrap, '"clicks")': f'"{topic}")',
+        "/lake/_state/clicks": str(tmp_path / "state"), "/lake/clicks_late": str(tmp_path / "late")})
+    namespace = {"__name__": "__docs__", "spark": spark}
+    exec(compile(code, block.where, "exec"), namespace)
+    clicks = namespace["clicks"]
+    assert clicks.isStreaming
+    assert clicks.columns[:4] == ["key", "window_start", "window_end", "clicks"]
