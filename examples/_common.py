@@ -343,26 +343,25 @@ ORDER BY kind DESC, pane_timing"""
 
 
 def show_late_data(spark: "SparkSession", out: Outputs, view: str, *, event_id: str | None = None) -> int:
-    """Register the late-data Delta table as ``view`` and print its rows counted by reason;
-    return the number of rows (0 when nothing was dropped: then the table does not exist).
+    """Register the late-data Delta table as ``view`` (through ``format("windowed")``,
+    ``table=late``) and print its rows counted by reason; return the number of rows.
 
     The table holds one row per dropped (event, window): an event of several sliding windows
-    can be dropped for some of them. ``event_id``: a column identifying an event, to count
-    distinct events as well.
+    can be dropped for some of them; it exists, empty, from the query's start. ``event_id``: a
+    column identifying an event, to count distinct events as well.
     """
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(out.late):
-        print(f"\n-- late data: nothing dropped ({out.late} not created)")
+    late = spark.read.format("windowed").option("path", out.late).option("table", "late").load()
+    late.createOrReplaceTempView(view)
+    rows = late.count()
+    if not rows:
+        print(f"\n-- late data: nothing dropped ({out.late} is empty)")
         return 0
-    late = DeltaTable(out.late).to_pyarrow_table()
-    spark.createDataFrame(late).createOrReplaceTempView(view)
     events = f"count(DISTINCT {event_id}) AS events, " if event_id else ""
     show_sql(spark, f"Dropped late and malformed events by reason ({out.late})",
              f"SELECT reason, count(*) AS rows, {events}min(batch_seq) AS first_batch_seq,\n"
              f"       max(batch_seq) AS last_batch_seq\n"
              f"FROM {view} GROUP BY reason ORDER BY rows DESC")
-    return late.num_rows
+    return rows
 
 
 def plot_timeline(out: Outputs, *, title: str, max_keys: int = 6, minutes: int | None = None) -> str:
