@@ -80,8 +80,10 @@ skipping, the writer lease) stays in one file so its exactly-once argument reads
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -91,15 +93,16 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import _delta
+from spark_windowing.datasource import _delta, pane_spec, storage
 from spark_windowing.datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
-from spark_windowing.datasource.layout import BATCH_ID_KEY
+from spark_windowing.datasource.layout import BATCH_ID_KEY, sink_spec_uri, writer_lease_uri
 from spark_windowing.datasource.maintenance import MaintenanceOptions, maintain
 from spark_windowing.datasource.sink_metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
+from spark_windowing.spec import parse_bool
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema
 
 __all__ = ["PaneStreamWriter", "PaneFilesMessage", "SinkOptions", "DEFAULT_MAX_ROWS_PER_FILE"]
@@ -123,6 +126,8 @@ class SinkOptions:
     writer_lease_us: int = DEFAULT_WRITER_LEASE_US
     current_bucket_seconds: int | None = None      # None: the table's (a new table: the default)
     maintenance: MaintenanceOptions = MaintenanceOptions()
+    allow_spec_change: bool = False                 # add panes of another spec to the tables on purpose
+    checkpoint: str | None = None                   # the query's checkpointLocation option, when given
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -145,7 +150,9 @@ class SinkOptions:
         return cls(root=_delta.normalize_root(path), app_id=app_id.strip() if app_id else None,
                    max_rows_per_file=max_rows, writer_lease_us=lease,
                    current_bucket_seconds=_bucket_seconds(opts.get("currentbucket")),
-                   maintenance=MaintenanceOptions.parse(opts))
+                   maintenance=MaintenanceOptions.parse(opts),
+                   allow_spec_change=parse_bool("allowSpecChange", opts.get("allowspecchange", "false")),
+                   checkpoint=opts.get("checkpointlocation") or None)
 
 
 def _bucket_seconds(raw: str | None) -> int | None:
@@ -181,10 +188,18 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         except (ValueError, TypeError) as exc:
             raise ValueError(f"writeStream.format('windowed') writes pane rows only: {exc}. "
                              f"DataFrame columns: {schema.simpleString()}") from None
+        self.produced = pane_spec.from_schema(schema)   # the windowing spec of the panes (None: unknown)
+        _check_spec(self.options, self.produced)         # before anything is created or written
         for table in TABLES:
             _delta.ensure_pane_table(self.options.root, table, self.schema, bucket_seconds=(
                 self.options.current_bucket_seconds or _delta.DEFAULT_BUCKET_SECONDS))
         _check_current_layout(self.options)
+        # Spark creates this writer when the query starts (before batch 0) and again for each
+        # commit: a query with its checkpointLocation as an option knows its id here and takes the
+        # writer lease now, so a second query on the path fails before its first batch runs.
+        app_id = self.options.app_id or _checkpoint_app_id(self.options.checkpoint)
+        if app_id is not None:
+            _take_lease(self.options, app_id, batch_id=None)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
         return _TaskWriter(self.options, self.schema).run(iterator)
@@ -194,9 +209,16 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         other = {m.batch_id for m in written} - {None, batchId}
         if other:
             raise RuntimeError(f"windowed sink: commit of batch {batchId} got files of batch(es) {sorted(other)}")
+        every = [m for m in messages if isinstance(m, PaneFilesMessage)]
+        owner = self.options.app_id or (self._app_id(every) if {m.query_id for m in every} - {None} else None)
+        if owner is not None:              # renew the lease every batch, empty ones too
+            _take_lease(self.options, owner, batch_id=batchId)
+        if self.produced is not None:      # the tables record what produced them (first batch, or
+            _record_spec(self.options, self.produced)   # a path of the previous release)
         metrics: dict[str, dict] = {}
         if written:
-            batch = _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written))
+            batch = _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written),
+                                 closing=_closing_lateness(self.produced, self.schema))
             batch.run()
             metrics = batch.metrics
         for table in TABLES:
@@ -217,6 +239,92 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             raise RuntimeError(f"windowed sink: cannot tell the streaming query id (got {query_ids}); "
                                "set .option('appId', ...) when writing outside a streaming query")
         return APP_ID_PREFIX + query_ids.pop()
+
+
+ALLOW_SPEC_CHANGE_HINT = ".option('allowSpecChange', 'true')"
+
+
+def _check_spec(options: SinkOptions, produced: dict | None) -> None:
+    """Refuse panes of another windowing spec than the one recorded under the path (their rows and
+    the recorded ones would be mixed: in ``current``, 10- and 5-minute windows of the same events)."""
+    if produced is None:
+        return
+    raw = storage.read_bytes(sink_spec_uri(options.root), missing_ok=True)
+    if raw is None:
+        return
+    recorded = json.loads(raw).get("producedBy", {})
+    found = pane_spec.changes(recorded, produced, pane_spec.COMPARED)
+    if not found:
+        return
+    if options.allow_spec_change:
+        _log.warning("windowed sink: %s: allowSpecChange: adding panes of another spec (%s)",
+                     options.root, pane_spec.describe_changes(found))
+        return
+    raise ValueError(
+        f"windowed sink: the pane tables at {options.root} hold panes of another windowing spec "
+        f"(recorded in {sink_spec_uri(options.root)}): {pane_spec.describe_changes(found)}. Their rows and "
+        "this query's would be mixed in one table set (in 'current', windows of both specs would count the "
+        "same events twice). Write to a new sink path (.option('path', ...)), or, to add this query's panes "
+        f"to these tables on purpose, set {ALLOW_SPEC_CHANGE_HINT}.")
+
+
+def _record_spec(options: SinkOptions, produced: dict) -> None:
+    """Record ``produced`` in ``P/_spec.json`` when it is not recorded yet (a new path, or one the
+    previous release wrote) or differs (``allowSpecChange``: the latest spec is the one compared)."""
+    uri = sink_spec_uri(options.root)
+    raw = storage.read_bytes(uri, missing_ok=True)
+    if raw is not None and json.loads(raw).get("producedBy") == produced:
+        return
+    doc = {"formatVersion": 1, "producedBy": produced, "recordedAt": _iso_us(int(time.time() * 1_000_000))}
+    storage.write_atomic(uri, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+
+def _closing_lateness(produced: dict | None, schema: pa.Schema) -> int | None:
+    """The allowed lateness after which ``current`` marks a window final (``_BatchCommit``), or None
+    when it cannot be told: panes of unknown spec, processing-time or count windows."""
+    if produced is None or pane_spec.LATENESS_US not in produced or "window_seq" in schema.names:
+        return None
+    if str(produced.get("timestampColumn", "")).startswith("(none"):
+        return None
+    return int(produced[pane_spec.LATENESS_US])
+
+
+def _checkpoint_app_id(checkpoint: str | None) -> str | None:
+    """The app id of the query whose checkpoint is ``checkpoint``: Spark writes its query id to
+    ``<checkpoint>/metadata`` before it creates the sink's writer (None: unknown here)."""
+    if not checkpoint:
+        return None
+    try:
+        raw = storage.read_bytes(checkpoint.rstrip("/") + "/metadata", missing_ok=True)
+        query_id = json.loads(raw.decode().splitlines()[0])["id"] if raw else None
+    except Exception:   # a checkpoint URI pyarrow cannot open (e.g. s3a://): the first commit checks
+        return None
+    return APP_ID_PREFIX + query_id if query_id else None
+
+
+def _take_lease(options: SinkOptions, app_id: str, *, batch_id: int | None) -> None:
+    """Take or renew the writer lease ``P/_writer.json`` for ``app_id``; refuse when another query
+    renewed it less than ``writerLease`` ago. A restart from the same checkpoint has the same query
+    id, hence the same app id: it is never refused by its own lease."""
+    uri = writer_lease_uri(options.root)
+    raw = storage.read_bytes(uri, missing_ok=True)
+    now_ms = int(time.time() * 1000)
+    if raw is not None:
+        lease = json.loads(raw)
+        owner, age_s = lease.get("appId"), (now_ms - int(lease.get("renewedAtMs", 0))) / 1000
+        if owner != app_id and age_s * 1_000_000 < options.writer_lease_us:
+            raise RuntimeError(
+                f"windowed sink: the pane tables at {options.root} are written by another query (appId "
+                f"{owner!r}, checkpoint {lease.get('checkpoint')}, last batch {age_s:.0f} s ago); this query "
+                f"({app_id!r}) may not write them too. One query writes one pane table set: stop the other query, "
+                "or write to another path. A query that has stopped gives the path up after writerLease "
+                f"({options.writer_lease_us / 1e6:.0f} s; .option('writerLease', '0 seconds') to take it over at once).")
+    doc = {"appId": app_id, "checkpoint": options.checkpoint, "renewedAtMs": now_ms, "batchId": batch_id}
+    storage.write_atomic(uri, json.dumps(doc, sort_keys=True).encode(), durable=False)
+
+
+def _iso_us(us: int) -> str:
+    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _check_current_layout(options: SinkOptions) -> None:
@@ -380,7 +488,9 @@ class _BatchCommit:
     messages: Sequence[PaneFilesMessage]
     batch_id: int
     app_id: str
+    closing: int | None = None      # allowed lateness (µs): windows past it are final in ``current``
     metrics: dict[str, dict] = field(default_factory=dict)   # per table: what this batch wrote
+    _bound: int | None = None       # windows ending at or before this (µs) are closed
 
     def run(self) -> None:
         root = self.options.root
@@ -392,7 +502,9 @@ class _BatchCommit:
             mine = [f for f in files if f.table == table]
             if not self._append(table, mine):
                 replayed[table] = [f.path for f in mine]
+        self._bound = self._closed_bound(files)
         self._merge_current([f.path for f in files if f.table == TRIGGERS], staged)
+        self._close_windows()
         for table, paths in replayed.items():
             _delta.delete_files(f"{root}/{table}", paths)
         _delta.delete_files(f"{root}/{STAGING}", staged)
@@ -469,6 +581,35 @@ class _BatchCommit:
                                  "rows_copied": merged.get("num_target_rows_copied", 0),
                                  "files_scanned": merged.get("num_target_files_scanned", 0)}
 
+    def _closed_bound(self, files: Sequence[DataFile]) -> int | None:
+        """Windows ending at or before the batch's watermark minus the allowed lateness are closed:
+        no pane can follow (the operator drops their state and sends later events to the late
+        output). The watermark is the one the batch's pane rows carry."""
+        if self.closing is None:
+            return None
+        marks = [pc.max(b.column(0)) for f in files
+                 for b in _delta.read_files(self.options.root, f.table, [f.path], columns=["watermark"])]
+        values = [pc.cast(m, pa.int64()).as_py() for m in marks if m.is_valid]
+        return max(values) - self.closing if values else None
+
+    def _close_windows(self) -> None:
+        """Mark ``is_final`` in ``current`` for windows the watermark closed (the pane log is not
+        touched: a window that expires with nothing new fires no pane). Idempotent; no commit
+        when nothing changes."""
+        if self._bound is None:
+            return
+        dt = DeltaTable(_delta.table_uri(self.options.root, CURRENT))
+        predicate = f"is_final = false AND window_end <= '{_iso_us(self._bound)}'"
+        bucket = _delta.current_bucket_seconds(dt)
+        if bucket is not None:
+            end = pa.array([self._bound], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+            predicate += f" AND {_delta.BUCKET_COLUMN} <= '{_delta.window_end_buckets(end, bucket)[0].as_py()}'"
+        updated = dt.update(updates={"is_final": "true"}, predicate=predicate, commit_properties=CommitProperties(
+            custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
+                             **_delta.user_metadata(self.app_id, self.batch_id)}))
+        if updated.get("num_updated_rows"):
+            self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
+
     def _buckets(self, trigger_paths: list[str], deletes: pa.Table, seconds: int) -> list[str]:
         """The distinct ``window_end_bucket`` values of the batch's panes (read: window_end only)."""
         ends = [b.column(0) for b in _delta.read_files(self.options.root, TRIGGERS, trigger_paths,
@@ -482,7 +623,7 @@ class _BatchCommit:
     def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
                         deletes: pa.Table, bucket: int | None) -> Iterator[pa.RecordBatch]:
         for batch in _delta.read_files(self.options.root, TRIGGERS, trigger_paths):
-            yield _with_bucket(batch, bucket).cast(schema)
+            yield _with_bucket(_closed(batch, self._bound), bucket).cast(schema)
         for batch in deletes.to_batches():
             n = batch.num_rows
             columns = [batch.column(f.name) if f.name in deletes.column_names
@@ -510,6 +651,15 @@ class _BatchCommit:
             if candidates.num_rows == 0:
                 break
         return candidates
+
+
+def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:
+    """``batch`` with ``is_final`` set where the window is closed (ends at or before ``bound``)."""
+    if bound is None:
+        return batch
+    ends = pc.cast(batch.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
+    final = pc.or_(batch.column("is_final"), pc.less_equal(ends, bound))
+    return batch.set_column(batch.schema.get_field_index("is_final"), batch.schema.field("is_final"), final)
 
 
 def _with_bucket(batch: pa.RecordBatch, seconds: int | None) -> pa.RecordBatch:
