@@ -34,6 +34,8 @@ def register(spark: "SparkSession") -> type:
                      if k.startswith(CONF_PREFIX)})
     cls = make_data_source(defaults)
     spark.dataSource.register(cls)
+    from spark_windowing.datasource.lease import add_release_listener
+    add_release_listener(spark)   # a query that terminates gives its sink path up at once
     return cls
 
 

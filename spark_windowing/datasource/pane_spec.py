@@ -19,6 +19,7 @@ options is refused naming each changed option ``old → new``.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Iterable, Mapping
 
 from spark_windowing._time import format_duration
@@ -43,7 +44,7 @@ def produced_by(spec: Any, *, processing_time_column: str | None = None) -> dict
     """The option values of ``spec`` (an ``OperatorSpec``) as the user would write them."""
     ts = spec.timestamp_column if spec.timestamp_column != processing_time_column else None
     doc: dict[str, Any] = {
-        "window": spec.window.spec(),
+        "window": _tidy_window(spec.window.spec()),
         "keyColumns": ", ".join(spec.key_columns),
         "trigger": spec.trigger.spec(),
         "accumulationMode": spec.accumulation_mode,
@@ -65,6 +66,11 @@ def produced_by(spec: Any, *, processing_time_column: str | None = None) -> dict
     return doc
 
 
+def _tidy_window(text: str) -> str:
+    """A window as a user writes it: without a zero offset (``tumbling(10 minutes)``)."""
+    return re.sub(r", 0 microseconds\)$", ")", text)
+
+
 def from_describe(described: Mapping[str, Any]) -> dict[str, Any]:
     """The option values a previous release's ``spec.json`` recorded (``spec``: ``describe()``)."""
     out: dict[str, Any] = {}
@@ -72,7 +78,9 @@ def from_describe(described: Mapping[str, Any]) -> dict[str, Any]:
         if field not in described:
             continue
         value = described[field]
-        if field == "keys":
+        if field == "window":
+            value = _tidy_window(str(value))
+        elif field == "keys":
             value = ", ".join(value)
         elif field == "allowed_lateness_us":
             value = format_duration(int(value)) if value else "0 seconds"

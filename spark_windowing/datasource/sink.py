@@ -27,11 +27,21 @@ Options (case-insensitive):
   keep the id across a checkpoint change, knowing that batch ids restart at 0 then.
 * ``maxRowsPerFile`` (default 500000): rows per Parquet data file (and the rows a task buffers
   per table before it sorts and writes them).
-* ``writerLease`` (default ``5 minutes``): one query writes a pane table set. Every commit
-  records its ``appId``; a commit finds the latest one recorded in ``P/triggers`` and, when
-  another query made it less than ``writerLease`` ago, fails naming that query (a second
-  query started on the same path while the first one runs). After a query stops, a query with
-  another checkpoint may take over the path once the lease has passed (``0 seconds``: at once).
+* ``writerLease`` (default ``5 minutes``): one query writes a pane table set. The query holds
+  the lease ``P/_writer.json`` (``spark_windowing.datasource.lease``): taken when the query starts
+  (before batch 0 runs, when ``checkpointLocation`` is given as an option; else at the first
+  commit), renewed at every commit, released when the query terminates. Another query (another
+  checkpoint: another query id) finding a lease renewed less than ``writerLease`` ago fails at
+  once, naming the holder; a restart from the same checkpoint is the same query and is never
+  refused. A driver that died releases nothing: its lease goes stale after ``writerLease``
+  (``0 seconds``: take the path over at once). Every commit also records its ``appId``.
+* ``allowSpecChange`` (default ``false``): the tables record the windowing spec that produced
+  their panes (``P/_spec.json``: window, keyColumns, aggregate, trigger, accumulationMode,
+  timestampCombiner, timestampColumn, ...; ``spark_windowing.datasource.pane_spec``), carried
+  from the windowed source in the pane schema's metadata. A query whose panes come from another
+  spec is refused when it starts, naming each changed option ``old → new``; ``true`` adds its
+  panes anyway (and records its spec). Panes whose schema carries no spec (not from the windowed
+  source, or a transformation that dropped column metadata) are not checked.
 
 Layout: ``triggers`` and ``retractions`` are not partitioned (panes are small and queried by
 window time and by key, and partition columns would multiply small files per micro-batch); each of
@@ -61,9 +71,16 @@ Exactly once per micro-batch (``batchId``):
 3. Files of skipped tables (a replay) are deleted afterwards, and so are the staging files of
    this batch and of earlier attempts that died before their commit.
 
-One streaming query writes one path; a second one is refused (``writerLease``). On S3 the
+One streaming query writes one path; a second one is refused when it starts (``writerLease``). On S3 the
 commits are Delta log entries written with a conditional PUT (``If-None-Match: *``, delta-rs's
 default), so two commits can never both take one table version.
+
+Closed windows: ``current`` marks ``is_final`` = true for every window whose end plus
+``allowedLateness`` is at or before the batch's watermark (the one its pane rows carry): no pane
+can follow for it. The pane log (``triggers``, ``retractions``) is not touched (a window that
+expires with nothing new fires no pane, as in Beam), so there ``is_final`` stays what the pane
+said. Done by batches that write panes, for panes whose spec is known and event-time windows
+(not count windows or processing time); one UPDATE commit on ``current`` when something closed.
 
 A crash anywhere leaves each table either with or without the batch, never half of it (a Delta
 commit is atomic). Spark replays an unfinished batch with the same offsets and ``batchId``; the
@@ -93,11 +110,11 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import _delta, pane_spec, storage
+from spark_windowing.datasource import _delta, lease, pane_spec, storage
 from spark_windowing.datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
-from spark_windowing.datasource.layout import BATCH_ID_KEY, sink_spec_uri, writer_lease_uri
+from spark_windowing.datasource.layout import BATCH_ID_KEY, sink_spec_uri
 from spark_windowing.datasource.maintenance import MaintenanceOptions, maintain
 from spark_windowing.datasource.sink_metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
@@ -197,9 +214,11 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         # Spark creates this writer when the query starts (before batch 0) and again for each
         # commit: a query with its checkpointLocation as an option knows its id here and takes the
         # writer lease now, so a second query on the path fails before its first batch runs.
-        app_id = self.options.app_id or _checkpoint_app_id(self.options.checkpoint)
+        query_id = _checkpoint_query_id(self.options.checkpoint)
+        app_id = self.options.app_id or (APP_ID_PREFIX + query_id if query_id else None)
         if app_id is not None:
-            _take_lease(self.options, app_id, batch_id=None)
+            lease.take(self.options.root, app_id, lease_us=self.options.writer_lease_us,
+                       checkpoint=self.options.checkpoint, batch_id=None, query_id=query_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
         return _TaskWriter(self.options, self.schema).run(iterator)
@@ -210,9 +229,12 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         if other:
             raise RuntimeError(f"windowed sink: commit of batch {batchId} got files of batch(es) {sorted(other)}")
         every = [m for m in messages if isinstance(m, PaneFilesMessage)]
-        owner = self.options.app_id or (self._app_id(every) if {m.query_id for m in every} - {None} else None)
+        query_ids = {m.query_id for m in every} - {None}
+        owner = self.options.app_id or (self._app_id(every) if query_ids else None)
         if owner is not None:              # renew the lease every batch, empty ones too
-            _take_lease(self.options, owner, batch_id=batchId)
+            lease.take(self.options.root, owner, lease_us=self.options.writer_lease_us,
+                       checkpoint=self.options.checkpoint, batch_id=batchId,
+                       query_id=next(iter(query_ids)) if len(query_ids) == 1 else None)
         if self.produced is not None:      # the tables record what produced them (first batch, or
             _record_spec(self.options, self.produced)   # a path of the previous release)
         metrics: dict[str, dict] = {}
@@ -289,38 +311,16 @@ def _closing_lateness(produced: dict | None, schema: pa.Schema) -> int | None:
     return int(produced[pane_spec.LATENESS_US])
 
 
-def _checkpoint_app_id(checkpoint: str | None) -> str | None:
-    """The app id of the query whose checkpoint is ``checkpoint``: Spark writes its query id to
+def _checkpoint_query_id(checkpoint: str | None) -> str | None:
+    """The id of the query whose checkpoint is ``checkpoint``: Spark writes it to
     ``<checkpoint>/metadata`` before it creates the sink's writer (None: unknown here)."""
     if not checkpoint:
         return None
     try:
         raw = storage.read_bytes(checkpoint.rstrip("/") + "/metadata", missing_ok=True)
-        query_id = json.loads(raw.decode().splitlines()[0])["id"] if raw else None
+        return json.loads(raw.decode().splitlines()[0])["id"] if raw else None
     except Exception:   # a checkpoint URI pyarrow cannot open (e.g. s3a://): the first commit checks
         return None
-    return APP_ID_PREFIX + query_id if query_id else None
-
-
-def _take_lease(options: SinkOptions, app_id: str, *, batch_id: int | None) -> None:
-    """Take or renew the writer lease ``P/_writer.json`` for ``app_id``; refuse when another query
-    renewed it less than ``writerLease`` ago. A restart from the same checkpoint has the same query
-    id, hence the same app id: it is never refused by its own lease."""
-    uri = writer_lease_uri(options.root)
-    raw = storage.read_bytes(uri, missing_ok=True)
-    now_ms = int(time.time() * 1000)
-    if raw is not None:
-        lease = json.loads(raw)
-        owner, age_s = lease.get("appId"), (now_ms - int(lease.get("renewedAtMs", 0))) / 1000
-        if owner != app_id and age_s * 1_000_000 < options.writer_lease_us:
-            raise RuntimeError(
-                f"windowed sink: the pane tables at {options.root} are written by another query (appId "
-                f"{owner!r}, checkpoint {lease.get('checkpoint')}, last batch {age_s:.0f} s ago); this query "
-                f"({app_id!r}) may not write them too. One query writes one pane table set: stop the other query, "
-                "or write to another path. A query that has stopped gives the path up after writerLease "
-                f"({options.writer_lease_us / 1e6:.0f} s; .option('writerLease', '0 seconds') to take it over at once).")
-    doc = {"appId": app_id, "checkpoint": options.checkpoint, "renewedAtMs": now_ms, "batchId": batch_id}
-    storage.write_atomic(uri, json.dumps(doc, sort_keys=True).encode(), durable=False)
 
 
 def _iso_us(us: int) -> str:
@@ -494,7 +494,6 @@ class _BatchCommit:
 
     def run(self) -> None:
         root = self.options.root
-        self._check_writer()
         files = [f for m in self.messages for f in m.files]
         staged = [p for m in self.messages for p in m.deletes]
         replayed: dict[str, list[str]] = {}
@@ -520,26 +519,6 @@ class _BatchCommit:
         return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
                                 custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
                                                  **_delta.user_metadata(self.app_id, self.batch_id)})
-
-    def _check_writer(self) -> None:
-        """Refuse to commit while another query holds the pane tables (see ``writerLease``)."""
-        table = DeltaTable(_delta.table_uri(self.options.root, TRIGGERS))
-        latest = table.history(1)                       # one commit read; more only past maintenance commits
-        commits = latest if latest and latest[0].get(APP_ID_KEY) else table.history(20)
-        for commit in commits:                          # newest first
-            owner = commit.get(APP_ID_KEY)
-            if owner is None:
-                continue                                # table creation, maintenance (OPTIMIZE, VACUUM)
-            age_us = (time.time() * 1000 - int(commit.get("timestamp", 0))) * 1000
-            if owner != self.app_id and age_us < self.options.writer_lease_us:
-                raise RuntimeError(
-                    f"windowed sink: the pane tables at {self.options.root} are written by another query "
-                    f"(appId {owner!r}, last commit {age_us / 1e6:.0f} s ago); this query ({self.app_id!r}) "
-                    "may not write them too. One query writes one pane table set: stop the other query, "
-                    "or write to another path. A query that has stopped gives the path up after "
-                    f"writerLease ({self.options.writer_lease_us / 1e6:.0f} s; .option('writerLease', '0 seconds') "
-                    "to take it over at once).")
-            return
 
     def _append(self, table: str, files: Sequence[DataFile]) -> bool:
         """Commit ``files`` to ``table``; False when the table already holds the batch."""
