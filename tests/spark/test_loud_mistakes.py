@@ -122,6 +122,8 @@ def test_a_second_query_on_the_same_sink_path_is_refused_at_start(spark, tmp_pat
         assert f"the pane tables at {panes} are written by another query" in message, message
         assert f"spark-windowing-sink-{first.id}" in message and "writerLease" in message, message
         assert second.recentProgress == [], [p["batchId"] for p in second.recentProgress]   # not one batch
+        # refused when its first batch was planned, before any task ran: no shard read or wrote its state
+        assert not (tmp_path / "s2" / "reports").exists() and not (tmp_path / "s2" / "shards").exists()
         assert first.isActive and first.exception() is None
         seen = len(first.recentProgress)
         deadline = time.monotonic() + 60
