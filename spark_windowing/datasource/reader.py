@@ -38,16 +38,17 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxFiles, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import kafka, layout, pane_spec, storage, upstream
+from spark_windowing.datasource import kafka, layout, storage, upstream
+from spark_windowing.datasource.checks import (check_malformed, checked_pane_schema, malformed_sample,
+                                               recorded_options, spec_change_error)
 from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource.maintenance import maintain, upkeep_due
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
 from spark_windowing import join
-from spark_windowing._arrow import get_column
 from spark_windowing._time import MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError, SnapshotError
 from spark_windowing.operator import WindowedOperator
@@ -79,59 +80,7 @@ def stream_schema(options: dict[str, str]) -> StructType:
     if cfg.watermark.column and cfg.watermark.column.split(".")[0] not in schema.names:
         raise OptionError("watermark", f"column({cfg.watermark.column})", f"column(<a column of {schema.names}>)",
                           why="no such upstream column")
-    if not cfg.processing_time_windows:
-        check_time_column(schema, cfg.spec.timestamp_column, cfg.spec.timestamp_unit)
-    return with_produced_by(arrow_to_spark_schema(op.pane_schema()), cfg)
-
-
-#: Accepted event-time columns (the ``timestampColumn`` error's "Accepted:" part).
-TIME_COLUMN_FORMS = ("a timestamp or date column, an ISO-8601 string column (e.g. '2026-01-01T12:00:00Z'), "
-                     "or a numeric epoch column together with .option('timestampUnit', 's' | 'ms' | 'us')")
-
-
-def check_time_column(schema: pa.Schema, name: str | None, unit: str | None, option: str = "timestampColumn") -> None:
-    """The event-time column's upstream type can hold times: a timestamp, date or string (parsed
-    as ISO-8601 per event), or a number with an explicit ``timestampUnit`` (a number without a unit
-    is refused: a double of amounts read as epoch milliseconds puts every event in 1970)."""
-    if not name:
-        return
-    field_type = _field_type(schema, name)
-    if field_type is None:
-        return   # a missing column is the operator's error (raised before this)
-    t = pa.types
-    if t.is_timestamp(field_type) or t.is_date(field_type) or t.is_string(field_type) or t.is_large_string(field_type):
-        return
-    if t.is_integer(field_type) or t.is_floating(field_type) or t.is_decimal(field_type):
-        if unit is None:
-            raise OptionError(option, name, TIME_COLUMN_FORMS,
-                              why=f"column {name!r} is {field_type}, a number; a number is an event time only "
-                                  "with an explicit timestampUnit (s, ms or us since 1970-01-01 UTC). If it is "
-                                  "not a time, name the event-time column instead")
-        return
-    raise OptionError(option, name, TIME_COLUMN_FORMS, why=f"column {name!r} is {field_type}, not a time")
-
-
-def _field_type(schema: pa.Schema, dotted: str) -> pa.DataType | None:
-    if dotted in schema.names:
-        return schema.field(dotted).type
-    parts = dotted.split(".")
-    if parts[0] not in schema.names:
-        return None
-    current = schema.field(parts[0]).type
-    for part in parts[1:]:
-        if not pa.types.is_struct(current) or current.get_field_index(part) < 0:
-            return None
-        current = current.field(part).type
-    return current
-
-
-def with_produced_by(schema: StructType, cfg: SourceConfig) -> StructType:
-    """The pane schema with the producing spec in ``window_start``'s metadata (``pane_spec``): the
-    windowed sink reads it at ``streamWriter`` and refuses to mix panes of two specs in one table set."""
-    doc = pane_spec.produced_by(cfg.spec, processing_time_column=PROC_TIME_COLUMN)
-    fields = [StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), **pane_spec.to_metadata(doc)})
-              if f.name == "window_start" else f for f in schema.fields]
-    return StructType(fields)
+    return checked_pane_schema(cfg, schema, arrow_to_spark_schema(op.pane_schema()))
 
 
 class ShardPartition(InputPartition):
@@ -303,8 +252,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if existing is None:
             spec = json.dumps({"fingerprint": cfg.spec.fingerprint(), "shards": cfg.shards,
                                "stateBuckets": cfg.state_buckets, "spec": cfg.spec.describe(),
-                               "options": pane_spec.produced_by(cfg.spec, processing_time_column=PROC_TIME_COLUMN)},
-                              sort_keys=True, default=str)
+                               "options": recorded_options(cfg)}, sort_keys=True, default=str)
             storage.write_atomic(marker, spec.encode())
         else:
             check_state_spec(cfg, json.loads(existing))
@@ -391,31 +339,6 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return table, key_hash
 
 
-def check_malformed(cfg: SourceConfig, start: dict, reports: list[dict], max_event: int | None) -> None:
-    """``malformedEvents``: stop the query after a micro-batch whose events have no readable event
-    time, when no event before had one (``fail-if-all``: the event-time column is most likely the
-    wrong one), or after any event without one (``fail``). Checked on the driver over every
-    shard's report of the batch just completed, before the next one is planned."""
-    if cfg.malformed_events == "late" or not reports or cfg.processing_time_windows:
-        return
-    events = sum(int(r.get("events_in", 0)) for r in reports)
-    bad = sum(int(r.get("time_malformed", 0)) for r in reports)
-    if bad == 0 or (cfg.malformed_events == "fail-if-all" and (bad < events or max_event is not None)):
-        return
-    sample = next((r["time_sample"] for r in reports if r.get("time_sample") is not None), None)
-    went = (f"went to the late-data table {cfg.late_data_path} with reason 'malformed'" if cfg.late_data_path
-            else "were dropped (no lateDataPath) and counted as malformed")
-    what = (f"all {events} events of micro-batch {int(start['seq']) - 1} have no readable event time in column "
-            f"{cfg.spec.timestamp_column!r} (e.g. {sample}) and no event before had one"
-            if bad == events and max_event is None else
-            f"{bad} of the {events} events of micro-batch {int(start['seq']) - 1} have no readable event time in column "
-            f"{cfg.spec.timestamp_column!r} (e.g. {sample}) and malformedEvents is 'fail'")
-    raise OptionError("timestampColumn", cfg.spec.timestamp_column, f"{TIME_COLUMN_FORMS}; start again with a new "
-                      "stateLocation and checkpointLocation after changing it. If such events are expected, "
-                      ".option('malformedEvents', 'late') sends them to the late-data table and goes on",
-                      why=f"{what}; they {went}, and no window got them")
-
-
 def check_state_spec(cfg: SourceConfig, recorded: dict) -> None:
     """Raise ``OptionError`` naming the option when ``cfg`` differs from what the state location
     was written with (``recorded``, its ``spec.json``)."""
@@ -425,17 +348,7 @@ def check_state_spec(cfg: SourceConfig, recorded: dict) -> None:
         raise OptionError("shards", str(cfg.shards), f"{recorded.get('shards')} ({fix})",
                           why=f"{where} shards={recorded.get('shards')}: keys would be routed to other shards")
     if recorded.get("fingerprint") != cfg.spec.fingerprint():
-        now = pane_spec.produced_by(cfg.spec, processing_time_column=PROC_TIME_COLUMN)
-        was = recorded.get("options") or pane_spec.from_describe(recorded.get("spec") or {})
-        found = pane_spec.changes(was, now)
-        if not found:   # a previous release's spec.json records fewer options than the fingerprint covers
-            raise OptionError("aggregate", now.get("aggregate", now.get("process")), f"the options it was written "
-                              f"with ({fix})", why=f"{where} another windowing spec; the options it records agree, "
-                              "so another one changed: aggregate, process, evictor, timestampColumn, timestampUnit "
-                              "or fireOnlyUpdatedPanes")
-        name, _, value = found[0]
-        raise OptionError(name, value, f"the values it was written with ({fix})",
-                          why=f"{where} another windowing spec: {pane_spec.describe_changes(found)}")
+        raise spec_change_error(cfg, recorded, where, fix)
     if recorded.get("stateBuckets", cfg.state_buckets) != cfg.state_buckets:
         raise OptionError("stateBuckets", str(cfg.state_buckets), f"{recorded.get('stateBuckets')} ({fix})",
                           why=f"{where} stateBuckets={recorded.get('stateBuckets')}")
@@ -556,9 +469,7 @@ def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
             out.max_event2 = int(ts[valid & side2].max())
         valid = valid & side1
     if not valid.all() and cfg.stream2 is None:  # malformedEvents: counted, one value shown
-        out.time_malformed = int((~valid).sum())
-        raw = get_column(events, cfg.spec.timestamp_column)[int(np.flatnonzero(~valid)[0])].as_py()
-        out.time_sample = "null" if raw is None else repr(raw)[:80]
+        out.time_malformed, out.time_sample = malformed_sample(events, cfg.spec.timestamp_column, valid)
     if valid.any():
         out.max_event = int(ts[valid].max())
     if cfg.kafka is not None:
