@@ -24,7 +24,11 @@ How to read the picture:
 * each RETRACTION is a red ``x`` drawn over the TRIGGER pane it withdraws (same window and
   pane index): that pane is drawn hollow and crossed out; if that pane is not in the table, the
   ``x`` sits at the retraction's own watermark. A window whose latest pane was retracted (e.g. a
-  session merged away) is drawn hatched.
+  session merged away) is drawn hatched;
+* a window that is **closed** (a pane sink directory whose ``current`` table marks it final: the
+  watermark passed its end plus ``allowedLateness``, so no pane can follow; the pane log has no
+  pane saying so, because an expiring window fires nothing) has a solid black frame; an open
+  window a grey one.
 
 >>> from spark_windowing.plot import load_panes, plot_panes     # doctest: +SKIP
 >>> result = plot_panes(load_panes("/lake/panes/clicks"), "panes.png", max_keys=4)  # doctest: +SKIP
@@ -52,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_windowing.datasource.layout import HISTORY_TABLES, table_uri
+from spark_windowing.datasource.layout import CURRENT, HISTORY_TABLES, table_uri
 from spark_windowing.datasource.storage import filesystem
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, TIMING_EARLY, TIMING_LATE,
                                    TIMING_ON_TIME, split_pane_schema)
@@ -109,6 +113,7 @@ class PlotSummary:
     markers: Mapping[str, int] = field(default_factory=dict)
     final: int = 0
     crossed_out: int = 0
+    closed: int = 0                 # window bars framed as closed (``current`` marks them final)
 
     @property
     def triggers(self) -> int:
@@ -125,7 +130,7 @@ class PlotSummary:
         return (f"{len(self.keys)} of {_plural(self.total_keys, 'key')}, "
                 f"{_plural(self.windows, 'window')} | "
                 f"TRIGGER {self.triggers} ({timings}; final {self.final}) | "
-                f"RETRACTION {self.retractions}")
+                f"RETRACTION {self.retractions}" + (f" | closed windows {self.closed}" if self.closed else ""))
 
 
 class PlotResult(str):
@@ -143,7 +148,8 @@ def load_panes(path: str) -> pa.Table:
     """Read pane rows from a pane sink directory, a Delta table, or parquet; validate the schema.
 
     * a directory with Delta tables ``triggers`` and/or ``retractions`` (the pane sink): both,
-      concatenated (``current`` is derived from them and not read);
+      concatenated; when ``current`` is there too, a column ``window_closed`` says which windows
+      it marks final (closed: the watermark passed their end plus ``allowedLateness``);
     * a Delta table directory (has ``_delta_log``);
     * a parquet file, or a directory of parquet files.
 
@@ -162,6 +168,8 @@ def load_panes(path: str) -> pa.Table:
             tables = [_read_delta(table_uri(path, name)) for name in parts]
             table = pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 \
                 else tables[0]
+            if _is_delta(fs, f"{base}/{CURRENT}"):
+                table = _with_closed(table, _read_delta(table_uri(path, CURRENT)))
         elif _is_delta(fs, base):
             table = _read_delta(path)
         else:
@@ -208,7 +216,7 @@ def plot_panes(panes: pa.Table, output: str, *, keys: Sequence[Any] | None = Non
     summary = PlotSummary(keys=tuple(lane.label for lane in lanes), total_keys=total_keys,
                           windows=sum(len(lane.windows) for lane in lanes), sub_lanes=n_rows,
                           markers={c: counts.get(c, 0) for c in CATEGORIES}, final=final,
-                          crossed_out=crossed_out)
+                          crossed_out=crossed_out, closed=sum(w.closed for lane in lanes for w in lane.windows))
     _decorate(fig, ax, summary, title, height)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     fig.savefig(output)
@@ -267,6 +275,23 @@ def _read_delta(path: str) -> pa.Table:
     return DeltaTable(path).to_pyarrow_table(filesystem=pafs.SubTreeFileSystem(root, fs))
 
 
+def _with_closed(panes: pa.Table, current: pa.Table) -> pa.Table:
+    """``panes`` plus ``window_closed``: whether ``current`` marks the pane's key and window final."""
+    try:
+        key_fields, _ = split_pane_schema(panes.schema)
+        on = [f.name for f in key_fields] + ["window_start", "window_end"] + \
+            (["window_seq"] if "window_seq" in panes.column_names else [])
+        final = current.filter(pc.field("is_final")).select(on)
+        final = final.append_column("window_closed", pa.array([True] * final.num_rows, pa.bool_()))
+        joined = panes.join(final.cast(pa.schema([panes.schema.field(c) for c in on] +
+                                                 [pa.field("window_closed", pa.bool_())])),
+                            keys=on, join_type="left outer", use_threads=False)
+        return joined.set_column(joined.schema.get_field_index("window_closed"), "window_closed",
+                                 pc.fill_null(joined.column("window_closed"), False))
+    except (pa.ArrowException, ValueError, KeyError):   # e.g. nested keys: drawn without it
+        return panes
+
+
 def _matplotlib():
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -297,6 +322,7 @@ class _Window:
     end_us: int
     panes: list[_Pane] = field(default_factory=list)
     sub: int = 0                    # sub-lane within the key's lane
+    closed: bool = False            # ``current`` marks it final (``load_panes``' ``window_closed``)
 
     @property
     def bounded(self) -> bool:
@@ -434,6 +460,8 @@ def _rows(table: pa.Table, key_names: list[str]) -> list[dict]:
         "kind": table.column("kind").to_pylist(), "timing": table.column("pane_timing").to_pylist(),
         "index": table.column("pane_index").to_pylist(),
         "final": table.column("is_final").to_pylist(), "seq": table.column("batch_seq").to_pylist(),
+        "closed": table.column("window_closed").to_pylist() if "window_closed" in table.column_names
+        else [False] * table.num_rows,
     }
     return [{"key": keys[i], **{c: v[i] for c, v in cols.items()}} for i in range(table.num_rows)]
 
@@ -446,6 +474,7 @@ def _build_lane(key: tuple, key_names: list[str], rows: list[dict]) -> _Lane:
                              f"(expected TRIGGER/RETRACTION and EARLY/ON_TIME/LATE)")
     for r in sorted(rows, key=lambda r: (r["seq"], _KIND_ORDER[r["kind"]], r["index"])):
         w = windows.setdefault((r["start"], r["end"]), _Window(r["start"], r["end"]))
+        w.closed = w.closed or bool(r["closed"])
         bounded = r["start"] >= _BOUNDED_MIN_US and r["end"] <= _BOUNDED_MAX_US
         at = r["watermark"]
         if at is None and bounded:
@@ -502,7 +531,8 @@ def _draw(ax: "Axes", lanes: list[_Lane],
             withdrawn = w.withdrawn
             ax.add_patch(Rectangle((start, y - _BAR_HEIGHT / 2), end - start, _BAR_HEIGHT,
                                    facecolor="#eef0f3" if withdrawn else _BAR_COLOR,
-                                   edgecolor=_BAR_EDGE, lw=0.8, ls="--" if withdrawn else "-",
+                                   edgecolor=_FINAL_EDGE if w.closed else _BAR_EDGE,
+                                   lw=1.6 if w.closed else 0.8, ls="--" if withdrawn else "-",
                                    hatch="////" if withdrawn else None, zorder=2))
             xs = _dates([p.x_us for p in w.panes]) if w.panes else []
             if len(xs):

@@ -38,11 +38,15 @@ __all__ = ["register", "conf_defaults", "CONF_PREFIX", "CONF_DEFAULTS_OPTION"]
 
 def register(spark: "SparkSession") -> type:
     """Apply ``spark.windowed.*`` conf entries as option defaults to every ``format("windowed")``
-    of this process, and register the format on ``spark`` unless Spark found it installed;
-    return the data source class."""
+    of this process, release a windowed sink's writer lease as soon as its query terminates
+    (without ``register``, the lease of a stopped query lapses after the sink's ``writerLease``),
+    and register the format on ``spark`` unless Spark found it installed; return the data source
+    class."""
     from spark_windowing.datasource._plugin import WindowedDataSource
+    from spark_windowing.datasource.lease import add_release_listener
 
     carry_conf_defaults()
+    add_release_listener(spark)   # a query that terminates gives its sink path up at once
     try:
         spark.dataSource.register(WindowedDataSource)
     except Exception as e:  # the installed pyspark_windowed is found first and cannot be replaced

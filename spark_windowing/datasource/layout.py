@@ -13,6 +13,8 @@ A pane sink's root ``P`` (``writeStream.format("windowed")``)::
     P/triggers, P/retractions, P/current    the Delta pane tables (``spark_windowing.datasource._delta``)
     P/_staging/                             the sink's per-batch scratch files
     P/_metrics/<batchId>.json               what each micro-batch did to the tables
+    P/_spec.json                            the windowing spec whose panes the tables hold (``pane_spec``)
+    P/_writer.json                          the writer lease: the query writing the tables, renewed per batch
 
 Every commit the sink makes carries the micro-batch id as custom commit metadata
 (:data:`BATCH_ID_KEY`); a ``source=panes`` upstream reads it back to find complete batches.
@@ -33,6 +35,8 @@ TABLES: tuple[str, ...] = (CURRENT, TRIGGERS, RETRACTIONS)
 HISTORY_TABLES: tuple[str, ...] = (TRIGGERS, RETRACTIONS)
 STAGING = "_staging"
 METRICS_DIR = "_metrics"
+SINK_SPEC = "_spec.json"
+WRITER_LEASE = "_writer.json"
 #: The custom commit metadata key holding the micro-batch id of a sink commit.
 BATCH_ID_KEY = "spark_windowing.batchId"
 
@@ -40,6 +44,16 @@ BATCH_ID_KEY = "spark_windowing.batchId"
 def table_uri(root: str, table: str) -> str:
     """The URI of pane table ``table`` under sink root ``root``."""
     return f"{root.rstrip('/')}/{table}"
+
+
+def sink_spec_uri(root: str) -> str:
+    """Where the sink records the spec that produced the panes under ``root``."""
+    return f"{root.rstrip('/')}/{SINK_SPEC}"
+
+
+def writer_lease_uri(root: str) -> str:
+    """The writer lease of the pane tables under ``root``."""
+    return f"{root.rstrip('/')}/{WRITER_LEASE}"
 
 
 def metrics_path(base: str, batch_id: int) -> str:

@@ -65,8 +65,14 @@ OPTIONS: tuple[Option, ...] = (
            "for file sources; with `source=kafka` the schema of the record values (see `valueFormat`)",
            "taken from the first file"),
     Option("timestampColumn", "reader", "Upstream",
-           "event-time column (timestamp, ISO-8601 string, or numeric epoch with `timestampUnit`); dotted "
-           "names reach into structs", "absent: processing-time windows (batch time)"),
+           "event-time column (timestamp, date, ISO-8601 string, or numeric epoch with `timestampUnit`); dotted "
+           "names reach into structs. Checked against the upstream schema at `load()`: a numeric column needs "
+           "`timestampUnit`, other types are refused", "absent: processing-time windows (batch time)"),
+    Option("malformedEvents", "reader", "Upstream",
+           "what happens to events whose event time cannot be read: `fail-if-all` sends them to the late-data "
+           "table (`reason = 'malformed'`) and stops the query after a micro-batch in which none could be read "
+           "and none before had one (most likely the wrong `timestampColumn`); `late`: never stop; `fail`: stop "
+           "at the first one (Spark's `FAILFAST`)", "`fail-if-all`"),
     Option("timestampUnit", "reader", "Upstream",
            "`s`, `ms`, `us`: the unit of a numeric `timestampColumn` (and of `column(c)` watermarks); applies "
            "to both streams of a join", "timestamps and ISO-8601 strings need none"),
@@ -258,9 +264,20 @@ OPTIONS: tuple[Option, ...] = (
            "`spark-windowing-sink-<query id>`"),
     Option("maxRowsPerFile", "sink", "Pane tables", "rows per Parquet data file", "`500000`"),
     Option("writerLease", "sink", "Pane tables",
-           "duration: a commit fails while another query (another `appId`) committed to the tables less than "
-           "this ago — one query writes one pane table set; `0 seconds` takes a path over at once",
+           "duration: one query writes a pane table set. It holds `P/_writer.json`, taken when the query "
+           "starts (before batch 0), renewed every batch and released when it terminates (when the job called "
+           "`spark_windowing.register`; otherwise it lapses this long after the last batch). Another query "
+           "(another checkpoint) is refused at once; a restart from the same checkpoint never is. A driver that "
+           "died holds it this long after its last batch; `0 seconds` takes a path over at once",
            "`5 minutes`"),
+    Option("checkpointLocation", "sink", "Pane tables",
+           "Spark's own option (or `spark.sql.streaming.checkpointLocation`): the query's checkpoint; the sink "
+           "reads the query id Spark writes there first, to name the query in its writer lease", "required"),
+    Option("allowSpecChange", "sink", "Pane tables",
+           "`true` adds panes of another windowing spec (window, keys, aggregates, trigger, accumulation "
+           "mode, ... as recorded in `P/_spec.json`) to existing tables, which then mix both (`current` may "
+           "count events twice); by default such a query is refused at start, naming each changed option "
+           "`old → new`", "`false`"),
     Option("currentBucket", "sink", "Pane tables",
            "width of `current`'s partitions by window end (`window_end_bucket`); fixed when `current` is "
            "created, so give it for a new path only (a different value for an existing table is an error)",

@@ -20,6 +20,10 @@ from spark_windowing.spec import OperatorSpec
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
 
 DEFAULT_SHARDS = 2
+#: ``malformedEvents``: events whose event time cannot be read go to the late-data table; the
+#: query stops when a whole micro-batch holds no readable one before any event had one
+#: (``fail-if-all``, default), never stops (``late``), or stops at the first one (``fail``).
+MALFORMED_EVENTS = ("fail-if-all", "late", "fail")
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
 
@@ -36,7 +40,7 @@ KNOWN_OPTIONS = {
     "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
-    "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes",
+    "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes", "malformedevents",
     # upkeep of the late-data table (spark_windowing.datasource.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -77,6 +81,7 @@ class SourceConfig:
     state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
     manifest_dir: str = SOURCES_DIR          # under stateLocation: the file source's manifest
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
+    malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
 
 
 def _require(options: dict[str, str], name: str, accepted: str) -> str:
@@ -166,6 +171,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         state_buckets=int_option(options, "stateBuckets", minimum=1, default=64),
         state_memory_rows=int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
         late_maintenance=MaintenanceOptions.parse(options),
+        malformed_events=_malformed_events(options.get("malformedevents")),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 
@@ -199,3 +205,12 @@ def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
                       starting_version=int_option(options, "startingVersion2", minimum=0),
                       manifest_dir=SOURCES2_DIR, stream2=None)
     return replace(cfg, stream2=stream2)
+
+
+def _malformed_events(raw: str | None) -> str:
+    if raw is None or not str(raw).strip():
+        return MALFORMED_EVENTS[0]
+    value = str(raw).strip().lower()
+    if value not in MALFORMED_EVENTS:
+        raise OptionError("malformedEvents", raw, ", ".join(MALFORMED_EVENTS))
+    return value

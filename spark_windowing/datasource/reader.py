@@ -41,6 +41,8 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import StructType
 
 from spark_windowing.datasource import layout, sharding, storage
+from spark_windowing.datasource.checks import (check_malformed, checked_pane_schema, malformed_sample,
+                                               recorded_options, spec_change_error)
 from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource.maintenance import maintain, upkeep_due
@@ -80,7 +82,7 @@ def stream_schema(options: dict[str, str]) -> StructType:
     if cfg.watermark.column and cfg.watermark.column.split(".")[0] not in schema.names:
         raise OptionError("watermark", f"column({cfg.watermark.column})", f"column(<a column of {schema.names}>)",
                           why="no such upstream column")
-    return arrow_to_spark_schema(op.pane_schema())
+    return checked_pane_schema(cfg, schema, arrow_to_spark_schema(op.pane_schema()))
 
 
 class ShardPartition(InputPartition):
@@ -152,6 +154,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_event = _max([start.get("max_event")] + [r.get("max_event_us") for r in reports])
         max_col = _max([start.get("max_col")] + [r.get("max_col_us") for r in reports])
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
+        check_malformed(cfg, start, reports, max_event)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if isinstance(limit, ReadMaxFiles) and cfg.max_events_per_batch:
             max_rows = cfg.max_events_per_batch
@@ -241,7 +244,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         existing = storage.read_bytes(marker, missing_ok=True)
         if existing is None:
             spec = json.dumps({"fingerprint": cfg.spec.fingerprint(), "shards": cfg.shards,
-                               "stateBuckets": cfg.state_buckets, "spec": cfg.spec.describe()}, sort_keys=True)
+                               "stateBuckets": cfg.state_buckets, "spec": cfg.spec.describe(),
+                               "options": recorded_options(cfg)}, sort_keys=True, default=str)
             storage.write_atomic(marker, spec.encode())
         else:
             check_state_spec(cfg, json.loads(existing))
@@ -322,9 +326,7 @@ def check_state_spec(cfg: SourceConfig, recorded: dict) -> None:
         raise OptionError("shards", str(cfg.shards), f"{recorded.get('shards')} ({fix})",
                           why=f"{where} shards={recorded.get('shards')}: keys would be routed to other shards")
     if recorded.get("fingerprint") != cfg.spec.fingerprint():
-        raise OptionError("window", cfg.spec.describe(), f"{recorded.get('spec')} ({fix})",
-                          why=f"{where} another windowing spec (options window, aggregate, trigger, "
-                              "keyColumns, timestampColumn, accumulation, allowedLateness, ...)")
+        raise spec_change_error(cfg, recorded, where, fix)
     if recorded.get("stateBuckets", cfg.state_buckets) != cfg.state_buckets:
         raise OptionError("stateBuckets", str(cfg.state_buckets), f"{recorded.get('stateBuckets')} ({fix})",
                           why=f"{where} stateBuckets={recorded.get('stateBuckets')}")
@@ -440,6 +442,8 @@ class _Maxima:
     max_event: int | None = None
     max_col: int | None = None
     max_event2: int | None = None
+    time_malformed: int = 0         # events whose event time cannot be read
+    time_sample: str | None = None  # one such value, as shown in the malformedEvents error
 
 
 def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
@@ -452,6 +456,8 @@ def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
         if (valid & side2).any():
             out.max_event2 = int(ts[valid & side2].max())
         valid = valid & side1
+    if not valid.all() and cfg.stream2 is None:  # malformedEvents: counted, one value shown
+        out.time_malformed, out.time_sample = malformed_sample(events, cfg.spec.timestamp_column, valid)
     if valid.any():
         out.max_event = int(ts[valid].max())
     if cfg.watermark.kind == "column":
@@ -473,6 +479,7 @@ def _shard_report(store, events_in: int, m: dict[str, int], written: int, t0: fl
         "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
         "max_event_us": maxima.max_event, "max_col_us": maxima.max_col, "max_event2_us": maxima.max_event2,
         "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
+        "time_malformed": maxima.time_malformed, "time_sample": maxima.time_sample,
     }
     return report
 

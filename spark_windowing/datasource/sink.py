@@ -27,11 +27,21 @@ Options (case-insensitive):
   keep the id across a checkpoint change, knowing that batch ids restart at 0 then.
 * ``maxRowsPerFile`` (default 500000): rows per Parquet data file (and the rows a task buffers
   per table before it sorts and writes them).
-* ``writerLease`` (default ``5 minutes``): one query writes a pane table set. Every commit
-  records its ``appId``; a commit finds the latest one recorded in ``P/triggers`` and, when
-  another query made it less than ``writerLease`` ago, fails naming that query (a second
-  query started on the same path while the first one runs). After a query stops, a query with
-  another checkpoint may take over the path once the lease has passed (``0 seconds``: at once).
+* ``writerLease`` (default ``5 minutes``): one query writes a pane table set. The query holds
+  the lease ``P/_writer.json`` (``spark_windowing.datasource.lease``): taken when the query starts
+  (before batch 0 runs, when ``checkpointLocation`` is given as an option; else at the first
+  commit), renewed at every commit, released when the query terminates. Another query (another
+  checkpoint: another query id) finding a lease renewed less than ``writerLease`` ago fails at
+  once, naming the holder; a restart from the same checkpoint is the same query and is never
+  refused. A driver that died releases nothing: its lease goes stale after ``writerLease``
+  (``0 seconds``: take the path over at once). Every commit also records its ``appId``.
+* ``allowSpecChange`` (default ``false``): the tables record the windowing spec that produced
+  their panes (``P/_spec.json``: window, keyColumns, aggregate, trigger, accumulationMode,
+  timestampCombiner, timestampColumn, ...; ``spark_windowing.datasource.pane_spec``), carried
+  from the windowed source in the pane schema's metadata. A query whose panes come from another
+  spec is refused when it starts, naming each changed option ``old → new``; ``true`` adds its
+  panes anyway (and records its spec). Panes whose schema carries no spec (not from the windowed
+  source, or a transformation that dropped column metadata) are not checked.
 
 Layout: ``triggers`` and ``retractions`` are not partitioned (panes are small and queried by
 window time and by key, and partition columns would multiply small files per micro-batch); each of
@@ -61,9 +71,16 @@ Exactly once per micro-batch (``batchId``):
 3. Files of skipped tables (a replay) are deleted afterwards, and so are the staging files of
    this batch and of earlier attempts that died before their commit.
 
-One streaming query writes one path; a second one is refused (``writerLease``). On S3 the
+One streaming query writes one path; a second one is refused when it starts (``writerLease``). On S3 the
 commits are Delta log entries written with a conditional PUT (``If-None-Match: *``, delta-rs's
 default), so two commits can never both take one table version.
+
+Closed windows: ``current`` marks ``is_final`` = true for every window whose end plus
+``allowedLateness`` is at or before the batch's watermark (the one its pane rows carry): no pane
+can follow for it. The pane log (``triggers``, ``retractions``) is not touched (a window that
+expires with nothing new fires no pane, as in Beam), so there ``is_final`` stays what the pane
+said. Done by batches that write panes, for panes whose spec is known and event-time windows
+(not count windows or processing time); one UPDATE commit on ``current`` when something closed.
 
 A crash anywhere leaves each table either with or without the batch, never half of it (a Delta
 commit is atomic). Spark replays an unfinished batch with the same offsets and ``batchId``; the
@@ -80,8 +97,10 @@ skipping, the writer lease) stays in one file so its exactly-once argument reads
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -91,15 +110,16 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import _delta
+from spark_windowing.datasource import _delta, lease, pane_spec, storage
 from spark_windowing.datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
-from spark_windowing.datasource.layout import BATCH_ID_KEY
+from spark_windowing.datasource.layout import BATCH_ID_KEY, sink_spec_uri
 from spark_windowing.datasource.maintenance import MaintenanceOptions, maintain
 from spark_windowing.datasource.sink_metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
+from spark_windowing.spec import parse_bool
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema
 
 __all__ = ["PaneStreamWriter", "PaneFilesMessage", "SinkOptions", "DEFAULT_MAX_ROWS_PER_FILE"]
@@ -123,6 +143,8 @@ class SinkOptions:
     writer_lease_us: int = DEFAULT_WRITER_LEASE_US
     current_bucket_seconds: int | None = None      # None: the table's (a new table: the default)
     maintenance: MaintenanceOptions = MaintenanceOptions()
+    allow_spec_change: bool = False                 # add panes of another spec to the tables on purpose
+    checkpoint: str | None = None                   # the query's checkpointLocation option, when given
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
@@ -145,7 +167,9 @@ class SinkOptions:
         return cls(root=_delta.normalize_root(path), app_id=app_id.strip() if app_id else None,
                    max_rows_per_file=max_rows, writer_lease_us=lease,
                    current_bucket_seconds=_bucket_seconds(opts.get("currentbucket")),
-                   maintenance=MaintenanceOptions.parse(opts))
+                   maintenance=MaintenanceOptions.parse(opts),
+                   allow_spec_change=parse_bool("allowSpecChange", opts.get("allowspecchange", "false")),
+                   checkpoint=opts.get("checkpointlocation") or None)
 
 
 def _bucket_seconds(raw: str | None) -> int | None:
@@ -181,10 +205,20 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         except (ValueError, TypeError) as exc:
             raise ValueError(f"writeStream.format('windowed') writes pane rows only: {exc}. "
                              f"DataFrame columns: {schema.simpleString()}") from None
+        self.produced = pane_spec.from_schema(schema)   # the windowing spec of the panes (None: unknown)
+        _check_spec(self.options, self.produced)         # before anything is created or written
         for table in TABLES:
             _delta.ensure_pane_table(self.options.root, table, self.schema, bucket_seconds=(
                 self.options.current_bucket_seconds or _delta.DEFAULT_BUCKET_SECONDS))
         _check_current_layout(self.options)
+        # Spark creates this writer when the query starts (before batch 0) and again for each
+        # commit: a query with its checkpointLocation as an option knows its id here and takes the
+        # writer lease now, so a second query on the path fails before its first batch runs.
+        query_id = _checkpoint_query_id(self.options.checkpoint)
+        app_id = self.options.app_id or (APP_ID_PREFIX + query_id if query_id else None)
+        if app_id is not None:
+            lease.take(self.options.root, app_id, lease_us=self.options.writer_lease_us,
+                       checkpoint=self.options.checkpoint, batch_id=None, query_id=query_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
         return _TaskWriter(self.options, self.schema).run(iterator)
@@ -194,9 +228,19 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         other = {m.batch_id for m in written} - {None, batchId}
         if other:
             raise RuntimeError(f"windowed sink: commit of batch {batchId} got files of batch(es) {sorted(other)}")
+        every = [m for m in messages if isinstance(m, PaneFilesMessage)]
+        query_ids = {m.query_id for m in every} - {None}
+        owner = self.options.app_id or (self._app_id(every) if query_ids else None)
+        if owner is not None:              # renew the lease every batch, empty ones too
+            lease.take(self.options.root, owner, lease_us=self.options.writer_lease_us,
+                       checkpoint=self.options.checkpoint, batch_id=batchId,
+                       query_id=next(iter(query_ids)) if len(query_ids) == 1 else None)
+        if self.produced is not None:      # the tables record what produced them (first batch, or
+            _record_spec(self.options, self.produced)   # a path of the previous release)
         metrics: dict[str, dict] = {}
         if written:
-            batch = _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written))
+            batch = _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written),
+                                 closing=_closing_lateness(self.produced, self.schema))
             batch.run()
             metrics = batch.metrics
         for table in TABLES:
@@ -217,6 +261,70 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             raise RuntimeError(f"windowed sink: cannot tell the streaming query id (got {query_ids}); "
                                "set .option('appId', ...) when writing outside a streaming query")
         return APP_ID_PREFIX + query_ids.pop()
+
+
+ALLOW_SPEC_CHANGE_HINT = ".option('allowSpecChange', 'true')"
+
+
+def _check_spec(options: SinkOptions, produced: dict | None) -> None:
+    """Refuse panes of another windowing spec than the one recorded under the path (their rows and
+    the recorded ones would be mixed: in ``current``, 10- and 5-minute windows of the same events)."""
+    if produced is None:
+        return
+    raw = storage.read_bytes(sink_spec_uri(options.root), missing_ok=True)
+    if raw is None:
+        return
+    recorded = json.loads(raw).get("producedBy", {})
+    found = pane_spec.changes(recorded, produced, pane_spec.COMPARED)
+    if not found:
+        return
+    if options.allow_spec_change:
+        _log.warning("windowed sink: %s: allowSpecChange: adding panes of another spec (%s)",
+                     options.root, pane_spec.describe_changes(found))
+        return
+    raise ValueError(
+        f"windowed sink: the pane tables at {options.root} hold panes of another windowing spec "
+        f"(recorded in {sink_spec_uri(options.root)}): {pane_spec.describe_changes(found)}. Their rows and "
+        "this query's would be mixed in one table set (in 'current', windows of both specs would count the "
+        "same events twice). Write to a new sink path (.option('path', ...)), or, to add this query's panes "
+        f"to these tables on purpose, set {ALLOW_SPEC_CHANGE_HINT}.")
+
+
+def _record_spec(options: SinkOptions, produced: dict) -> None:
+    """Record ``produced`` in ``P/_spec.json`` when it is not recorded yet (a new path, or one the
+    previous release wrote) or differs (``allowSpecChange``: the latest spec is the one compared)."""
+    uri = sink_spec_uri(options.root)
+    raw = storage.read_bytes(uri, missing_ok=True)
+    if raw is not None and json.loads(raw).get("producedBy") == produced:
+        return
+    doc = {"formatVersion": 1, "producedBy": produced, "recordedAt": _iso_us(int(time.time() * 1_000_000))}
+    storage.write_atomic(uri, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+
+def _closing_lateness(produced: dict | None, schema: pa.Schema) -> int | None:
+    """The allowed lateness after which ``current`` marks a window final (``_BatchCommit``), or None
+    when it cannot be told: panes of unknown spec, processing-time or count windows."""
+    if produced is None or pane_spec.LATENESS_US not in produced or "window_seq" in schema.names:
+        return None
+    if str(produced.get("timestampColumn", "")).startswith("(none"):
+        return None
+    return int(produced[pane_spec.LATENESS_US])
+
+
+def _checkpoint_query_id(checkpoint: str | None) -> str | None:
+    """The id of the query whose checkpoint is ``checkpoint``: Spark writes it to
+    ``<checkpoint>/metadata`` before it creates the sink's writer (None: unknown here)."""
+    if not checkpoint:
+        return None
+    try:
+        raw = storage.read_bytes(checkpoint.rstrip("/") + "/metadata", missing_ok=True)
+        return json.loads(raw.decode().splitlines()[0])["id"] if raw else None
+    except Exception:   # a checkpoint URI pyarrow cannot open (e.g. s3a://): the first commit checks
+        return None
+
+
+def _iso_us(us: int) -> str:
+    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _check_current_layout(options: SinkOptions) -> None:
@@ -380,11 +488,12 @@ class _BatchCommit:
     messages: Sequence[PaneFilesMessage]
     batch_id: int
     app_id: str
+    closing: int | None = None      # allowed lateness (µs): windows past it are final in ``current``
     metrics: dict[str, dict] = field(default_factory=dict)   # per table: what this batch wrote
+    _bound: int | None = None       # windows ending at or before this (µs) are closed
 
     def run(self) -> None:
         root = self.options.root
-        self._check_writer()
         files = [f for m in self.messages for f in m.files]
         staged = [p for m in self.messages for p in m.deletes]
         replayed: dict[str, list[str]] = {}
@@ -392,7 +501,9 @@ class _BatchCommit:
             mine = [f for f in files if f.table == table]
             if not self._append(table, mine):
                 replayed[table] = [f.path for f in mine]
+        self._bound = self._closed_bound(files)
         self._merge_current([f.path for f in files if f.table == TRIGGERS], staged)
+        self._close_windows()
         for table, paths in replayed.items():
             _delta.delete_files(f"{root}/{table}", paths)
         _delta.delete_files(f"{root}/{STAGING}", staged)
@@ -408,26 +519,6 @@ class _BatchCommit:
         return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
                                 custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
                                                  **_delta.user_metadata(self.app_id, self.batch_id)})
-
-    def _check_writer(self) -> None:
-        """Refuse to commit while another query holds the pane tables (see ``writerLease``)."""
-        table = DeltaTable(_delta.table_uri(self.options.root, TRIGGERS))
-        latest = table.history(1)                       # one commit read; more only past maintenance commits
-        commits = latest if latest and latest[0].get(APP_ID_KEY) else table.history(20)
-        for commit in commits:                          # newest first
-            owner = commit.get(APP_ID_KEY)
-            if owner is None:
-                continue                                # table creation, maintenance (OPTIMIZE, VACUUM)
-            age_us = (time.time() * 1000 - int(commit.get("timestamp", 0))) * 1000
-            if owner != self.app_id and age_us < self.options.writer_lease_us:
-                raise RuntimeError(
-                    f"windowed sink: the pane tables at {self.options.root} are written by another query "
-                    f"(appId {owner!r}, last commit {age_us / 1e6:.0f} s ago); this query ({self.app_id!r}) "
-                    "may not write them too. One query writes one pane table set: stop the other query, "
-                    "or write to another path. A query that has stopped gives the path up after "
-                    f"writerLease ({self.options.writer_lease_us / 1e6:.0f} s; .option('writerLease', '0 seconds') "
-                    "to take it over at once).")
-            return
 
     def _append(self, table: str, files: Sequence[DataFile]) -> bool:
         """Commit ``files`` to ``table``; False when the table already holds the batch."""
@@ -469,6 +560,35 @@ class _BatchCommit:
                                  "rows_copied": merged.get("num_target_rows_copied", 0),
                                  "files_scanned": merged.get("num_target_files_scanned", 0)}
 
+    def _closed_bound(self, files: Sequence[DataFile]) -> int | None:
+        """Windows ending at or before the batch's watermark minus the allowed lateness are closed:
+        no pane can follow (the operator drops their state and sends later events to the late
+        output). The watermark is the one the batch's pane rows carry."""
+        if self.closing is None:
+            return None
+        marks = [pc.max(b.column(0)) for f in files
+                 for b in _delta.read_files(self.options.root, f.table, [f.path], columns=["watermark"])]
+        values = [pc.cast(m, pa.int64()).as_py() for m in marks if m.is_valid]
+        return max(values) - self.closing if values else None
+
+    def _close_windows(self) -> None:
+        """Mark ``is_final`` in ``current`` for windows the watermark closed (the pane log is not
+        touched: a window that expires with nothing new fires no pane). Idempotent; no commit
+        when nothing changes."""
+        if self._bound is None:
+            return
+        dt = DeltaTable(_delta.table_uri(self.options.root, CURRENT))
+        predicate = f"is_final = false AND window_end <= '{_iso_us(self._bound)}'"
+        bucket = _delta.current_bucket_seconds(dt)
+        if bucket is not None:
+            end = pa.array([self._bound], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+            predicate += f" AND {_delta.BUCKET_COLUMN} <= '{_delta.window_end_buckets(end, bucket)[0].as_py()}'"
+        updated = dt.update(updates={"is_final": "true"}, predicate=predicate, commit_properties=CommitProperties(
+            custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
+                             **_delta.user_metadata(self.app_id, self.batch_id)}))
+        if updated.get("num_updated_rows"):
+            self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
+
     def _buckets(self, trigger_paths: list[str], deletes: pa.Table, seconds: int) -> list[str]:
         """The distinct ``window_end_bucket`` values of the batch's panes (read: window_end only)."""
         ends = [b.column(0) for b in _delta.read_files(self.options.root, TRIGGERS, trigger_paths,
@@ -482,7 +602,7 @@ class _BatchCommit:
     def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
                         deletes: pa.Table, bucket: int | None) -> Iterator[pa.RecordBatch]:
         for batch in _delta.read_files(self.options.root, TRIGGERS, trigger_paths):
-            yield _with_bucket(batch, bucket).cast(schema)
+            yield _with_bucket(_closed(batch, self._bound), bucket).cast(schema)
         for batch in deletes.to_batches():
             n = batch.num_rows
             columns = [batch.column(f.name) if f.name in deletes.column_names
@@ -510,6 +630,15 @@ class _BatchCommit:
             if candidates.num_rows == 0:
                 break
         return candidates
+
+
+def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:
+    """``batch`` with ``is_final`` set where the window is closed (ends at or before ``bound``)."""
+    if bound is None:
+        return batch
+    ends = pc.cast(batch.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
+    final = pc.or_(batch.column("is_final"), pc.less_equal(ends, bound))
+    return batch.set_column(batch.schema.get_field_index("is_final"), batch.schema.field("is_final"), final)
 
 
 def _with_bucket(batch: pa.RecordBatch, seconds: int | None) -> pa.RecordBatch:

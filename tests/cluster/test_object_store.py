@@ -128,10 +128,9 @@ def test_pane_sink_on_s3_commits_with_conditional_puts_and_refuses_a_second_quer
     assert _tables(root) == _tables(str(local))
     assert _tables(root)["current"]
 
-    intruder = _writer(root, "query-b")
     before = {t: DeltaTable(f"{root}/{t}").version() for t in TABLE_NAMES}
     with pytest.raises(RuntimeError, match="written by another query \\(appId 'query-a'.*writerLease"):
-        intruder.commit([intruder.write(iter(_batch(3).to_batches()))], 0)
+        _writer(root, "query-b")       # refused when its writer is created: the query's start
     assert {t: DeltaTable(f"{root}/{t}").version() for t in TABLE_NAMES} == before
     # the owner goes on; a query told to take over at once (writerLease 0) may
     writer.commit([writer.write(iter(_batch(3).to_batches()))], 3)

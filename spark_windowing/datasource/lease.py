@@ -1,0 +1,147 @@
+"""The pane sink's writer lease: one streaming query writes one pane table set.
+
+``P/_writer.json`` names the query writing the tables under ``P`` (its app id, checkpoint, the
+time of its last renewal). The sink takes it when Spark creates the sink's writer as the query
+starts (before batch 0 runs: the query id is read from ``<checkpointLocation>/metadata``, which
+Spark writes first), and renews it at every commit, empty batches included. Another query finding
+a lease renewed less than ``writerLease`` ago fails at once, before it writes anything.
+
+* A restart from the same checkpoint has the same query id, hence the same app id: its own lease
+  never refuses it (a crashed query restarts at once).
+* A query with another checkpoint is another query: refused until the lease is released or stale.
+* The lease is released when the query terminates (stopped, finished or failed): the listener
+  ``spark_windowing.register`` adds removes the leases the query took (they are listed, per query
+  id, in a directory of the driver's temp dir; the sink's writer and commits run on the driver).
+  A driver that died releases nothing: its lease goes stale ``writerLease`` after its last batch
+  (``.option("writerLease", "0 seconds")`` takes a path over at once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from typing import Any
+
+from spark_windowing.datasource import storage
+from spark_windowing.datasource.layout import writer_lease_uri
+
+#: How long a query refused by a lease re-reads it, in case its holder is just terminating (Spark
+#: reports a query's termination to listeners asynchronously).
+RELEASE_GRACE_S = 3.0
+
+
+def registry_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "spark-windowing-leases")
+
+
+def take(root: str, app_id: str, *, lease_us: int, checkpoint: str | None, batch_id: int | None,
+         query_id: str | None) -> None:
+    """Take or renew the lease of the tables under ``root`` for ``app_id``; raise ``RuntimeError``
+    naming the holder when another query renewed it less than ``lease_us`` ago."""
+    uri = writer_lease_uri(root)
+    deadline = time.monotonic() + RELEASE_GRACE_S
+    while True:
+        holder = _fresh_holder(uri, app_id, lease_us)
+        if holder is None:
+            break
+        if time.monotonic() >= deadline:
+            owner, age_s, where = holder
+            raise RuntimeError(
+                f"windowed sink: the pane tables at {root} are written by another query (appId {owner!r}, "
+                f"checkpoint {where}, last batch {age_s:.0f} s ago); this query ({app_id!r}) may not write them "
+                "too. One query writes one pane table set: stop the other query, or write to another path. "
+                f"A query that has stopped gives the path up at once (a driver that died: writerLease, "
+                f"{lease_us / 1e6:.0f} s, after its last batch; .option('writerLease', '0 seconds') takes it "
+                "over at once).")
+        time.sleep(0.25)
+    doc = {"appId": app_id, "checkpoint": checkpoint, "renewedAtMs": int(time.time() * 1000), "batchId": batch_id,
+           "queryId": query_id}
+    storage.write_atomic(uri, json.dumps(doc, sort_keys=True).encode(), durable=False)
+    if query_id:
+        _remember(query_id, uri, app_id)
+
+
+def _fresh_holder(uri: str, app_id: str, lease_us: int) -> tuple[str, float, Any] | None:
+    raw = storage.read_bytes(uri, missing_ok=True)
+    if raw is None:
+        return None
+    lease = json.loads(raw)
+    owner, age_s = lease.get("appId"), (time.time() * 1000 - int(lease.get("renewedAtMs", 0))) / 1000
+    if owner == app_id or age_s * 1_000_000 >= lease_us:
+        return None
+    return owner, age_s, lease.get("checkpoint")
+
+
+def _remember(query_id: str, uri: str, app_id: str) -> None:
+    """List ``uri`` among the leases query ``query_id`` holds (for :func:`release`)."""
+    try:
+        os.makedirs(registry_dir(), exist_ok=True)
+        path = os.path.join(registry_dir(), f"{query_id}.json")
+        held = _read_json(path)
+        if held.get(uri) != app_id:
+            held[uri] = app_id
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w") as f:
+                json.dump(held, f)
+            os.replace(tmp, path)
+    except OSError:   # no release at stop then: the lease goes stale after writerLease
+        pass
+
+
+def release(query_id: str) -> list[str]:
+    """Delete the leases query ``query_id`` holds (those still naming it); return their URIs."""
+    path = os.path.join(registry_dir(), f"{query_id}.json")
+    released = []
+    for uri, app_id in _read_json(path).items():
+        try:
+            raw = storage.read_bytes(uri, missing_ok=True)
+            if raw is not None and json.loads(raw).get("appId") == app_id:
+                storage.delete(uri)
+                released.append(uri)
+        except Exception:   # a lease that cannot be read or deleted goes stale instead
+            continue
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+    return released
+
+
+def _read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def add_release_listener(spark: Any) -> None:
+    """Release the leases of every query on ``spark`` when it terminates (once per session)."""
+    if getattr(spark, "_windowed_lease_listener", None) is not None:
+        return
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class LeaseReleaser(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            pass
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            try:
+                release(str(event.id))
+            except Exception:   # a listener must not break the listener bus
+                pass
+
+    listener = LeaseReleaser()
+    try:
+        spark.streams.addListener(listener)
+    except Exception:   # e.g. a session without listener support: leases go stale instead
+        return
+    spark._windowed_lease_listener = listener
