@@ -271,8 +271,10 @@ OPTIONS: tuple[Option, ...] = (
            "died holds it this long after its last batch; `0 seconds` takes a path over at once",
            "`5 minutes`"),
     Option("checkpointLocation", "sink", "Pane tables",
-           "Spark's own option (or `spark.sql.streaming.checkpointLocation`): the query's checkpoint; the sink "
-           "reads the query id Spark writes there first, to name the query in its writer lease", "required"),
+           "Spark's own option: the query's checkpoint. The sink reads the query id Spark writes there first, "
+           "to take its writer lease before batch 0; with the checkpoint set by "
+           "`spark.sql.streaming.checkpointLocation` instead, the lease is taken at the first commit",
+           "Spark's (required by Spark)"),
     Option("allowSpecChange", "sink", "Pane tables",
            "`true` adds panes of another windowing spec (window, keys, aggregates, trigger, accumulation "
            "mode, ... as recorded in `P/_spec.json`) to existing tables, which then mix both (`current` may "
