@@ -30,12 +30,12 @@ def _block(needle: str):
 
 
 def test_the_delta_spark_session_recipe_runs_with_a_maven_cache_of_poms_without_jars(tmp_path):
-    """docs/delta-sql.md's builder, run as a job with a poisoned ~/.m2 (as test_ivy_settings):
+    """docs/delta-sql.md's builder, run as a job with a poisoned ~/.m2 (tests/delta/poisoned_m2.py):
     the session starts, writes a Delta table with delta-spark and reads it back."""
-    from test_ivy_settings import _poisoned_home
+    from poisoned_m2 import poisoned_home
     import delta_session
 
-    home = _poisoned_home(tmp_path / "home")
+    home = poisoned_home(tmp_path / "home")
     code = with_real_places(_block("spark.jars.ivySettings"), {
         "io.delta:delta-spark_4.2_2.13:4.4.0": delta_session.delta_package(),
         "/home/me/.cache/spark-windowing/ivy-central": ivy_cache_dir(),
