@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import StructField, StructType
 
-from spark_windowing._arrow import get_column
+from spark_windowing._arrow import field_type, get_column
 from spark_windowing.datasource import pane_spec
 from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.errors import OptionError
@@ -30,34 +30,20 @@ def check_time_column(schema: pa.Schema, name: str | None, unit: str | None, opt
     is refused: a double of amounts read as epoch milliseconds puts every event in 1970)."""
     if not name:
         return
-    field_type = _field_type(schema, name)
-    if field_type is None:
+    ftype = field_type(schema, name)
+    if ftype is None:
         return   # a missing column is the operator's error (raised before this)
     t = pa.types
-    if t.is_timestamp(field_type) or t.is_date(field_type) or t.is_string(field_type) or t.is_large_string(field_type):
+    if t.is_timestamp(ftype) or t.is_date(ftype) or t.is_string(ftype) or t.is_large_string(ftype):
         return
-    if t.is_integer(field_type) or t.is_floating(field_type) or t.is_decimal(field_type):
+    if t.is_integer(ftype) or t.is_floating(ftype) or t.is_decimal(ftype):
         if unit is None:
             raise OptionError(option, name, TIME_COLUMN_FORMS,
-                              why=f"column {name!r} is {field_type}, a number; a number is an event time only "
+                              why=f"column {name!r} is {ftype}, a number; a number is an event time only "
                                   "with an explicit timestampUnit (s, ms or us since 1970-01-01 UTC). If it is "
                                   "not a time, name the event-time column instead")
         return
-    raise OptionError(option, name, TIME_COLUMN_FORMS, why=f"column {name!r} is {field_type}, not a time")
-
-
-def _field_type(schema: pa.Schema, dotted: str) -> pa.DataType | None:
-    if dotted in schema.names:
-        return schema.field(dotted).type
-    parts = dotted.split(".")
-    if parts[0] not in schema.names:
-        return None
-    current = schema.field(parts[0]).type
-    for part in parts[1:]:
-        if not pa.types.is_struct(current) or current.get_field_index(part) < 0:
-            return None
-        current = current.field(part).type
-    return current
+    raise OptionError(option, name, TIME_COLUMN_FORMS, why=f"column {name!r} is {ftype}, not a time")
 
 
 def checked_pane_schema(cfg: SourceConfig, upstream: pa.Schema, panes: StructType) -> StructType:
