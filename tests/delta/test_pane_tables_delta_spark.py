@@ -195,7 +195,7 @@ def duckdb_with_delta_extension():
 def test_duckdb_delta_extension_reads_what_deltalake_reads(panes, table):
     con = duckdb_with_delta_extension()
 
-    got = con.execute(f"SELECT * FROM delta_scan('{panes / table}')").fetch_arrow_table()
+    got = con.execute(f"SELECT * FROM delta_scan('{panes / table}')").to_arrow_table()
 
     assert con.execute("SELECT count(*) FROM duckdb_extensions() WHERE extension_name = 'delta' "
                        "AND loaded").fetchone()[0] == 1
