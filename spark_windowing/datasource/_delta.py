@@ -147,7 +147,8 @@ def table_pane_schema(schema: pa.Schema) -> pa.Schema:
     return pane_schema(keys, aggregates)
 
 
-def _fingerprint(schema: pa.Schema) -> str:
+def schema_fingerprint(schema: pa.Schema) -> str:
+    """The pane schema as recorded in a pane table's configuration: names, types, nullability."""
     return json.dumps([[f.name, str(f.type), f.nullable] for f in schema])
 
 
@@ -156,7 +157,7 @@ def _configuration(role: str, schema: pa.Schema) -> dict[str, str]:
     return {CONF_FORMAT: FORMAT_VERSION, CONF_TABLE: role,
             CONF_KEYS: json.dumps([f.name for f in keys]),
             CONF_AGGREGATES: json.dumps([f.name for f in aggregates]),
-            CONF_SCHEMA: _fingerprint(schema)}
+            CONF_SCHEMA: schema_fingerprint(schema)}
 
 
 def user_metadata(app_id: str, batch: int) -> dict[str, str]:
@@ -202,11 +203,11 @@ def ensure_pane_table(root: str, role: str, schema: pa.Schema, *,
     if recorded is None:
         raise ValueError(f"{uri} is a Delta table but not a spark-windowing pane table "
                          f"(no {CONF_SCHEMA} in its configuration); choose another sink path")
-    if recorded != _fingerprint(schema):
+    if recorded != schema_fingerprint(schema):
         raise ValueError(
             f"pane table {uri} holds another pane schema; a sink path keeps one schema for life.\n"
             f"  table columns:     {_describe(json.loads(recorded))}\n"
-            f"  DataFrame columns: {_describe(json.loads(_fingerprint(schema)))}\n"
+            f"  DataFrame columns: {_describe(json.loads(schema_fingerprint(schema)))}\n"
             "Write to a new path (or delete the old tables) after changing keys or aggregates.")
     return table
 

@@ -207,10 +207,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
                              f"DataFrame columns: {schema.simpleString()}") from None
         self.produced = pane_spec.from_schema(schema)   # the windowing spec of the panes (None: unknown)
         _check_spec(self.options, self.produced)         # before anything is created or written
-        for table in TABLES:
-            _delta.ensure_pane_table(self.options.root, table, self.schema, bucket_seconds=(
-                self.options.current_bucket_seconds or _delta.DEFAULT_BUCKET_SECONDS))
-        _check_current_layout(self.options)
+        _ensure_tables(self.options, self.schema)
         # Spark creates this writer when the query starts (before batch 0) and again for each
         # commit: a query with its checkpointLocation as an option knows its id here and takes the
         # writer lease now, so a second query on the path fails before its first batch runs.
@@ -325,6 +322,28 @@ def _checkpoint_query_id(checkpoint: str | None) -> str | None:
 
 def _iso_us(us: int) -> str:
     return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+#: (root, pane schema fingerprint, currentBucket option) whose tables this process has created or
+#: checked: Spark creates the writer again for every commit, in a Python worker that lives for the
+#: query, and opening the three tables each time cost ~40-100 ms a batch.
+_TABLES_CHECKED: set[tuple[str, str, int | None]] = set()
+
+
+def _ensure_tables(options: SinkOptions, schema: pa.Schema) -> None:
+    """Create the three pane tables where missing and check the existing ones (pane schema,
+    ``currentBucket``), once per process and sink path: later writers of the same path and schema
+    only check that each table's ``_delta_log`` is still there (a table moved aside, as
+    docs/long-running.md suggests for an old layout, is created and checked again)."""
+    key = (options.root, _delta.schema_fingerprint(schema), options.current_bucket_seconds)
+    if key in _TABLES_CHECKED and all(storage.exists(f"{_delta.table_uri(options.root, t)}/_delta_log")
+                                      for t in TABLES):
+        return
+    for table in TABLES:
+        _delta.ensure_pane_table(options.root, table, schema, bucket_seconds=(
+            options.current_bucket_seconds or _delta.DEFAULT_BUCKET_SECONDS))
+    _check_current_layout(options)
+    _TABLES_CHECKED.add(key)
 
 
 def _check_current_layout(options: SinkOptions) -> None:
@@ -575,17 +594,23 @@ class _BatchCommit:
         """Mark ``is_final`` in ``current`` for windows the watermark closed (the pane log is not
         touched: a window that expires with nothing new fires no pane). Idempotent; no commit
         when nothing changes."""
-        if self._bound is None:
+        root = self.options.root
+        before = _CLOSED_THROUGH.get(root)
+        if self._bound is None or (before is not None and self._bound <= before):
             return
-        dt = DeltaTable(_delta.table_uri(self.options.root, CURRENT))
+        dt = DeltaTable(_delta.table_uri(root, CURRENT))
         predicate = f"is_final = false AND window_end <= '{_iso_us(self._bound)}'"
+        if before is not None:
+            predicate += f" AND window_end > '{_iso_us(before)}'"
         bucket = _delta.current_bucket_seconds(dt)
-        if bucket is not None:
-            end = pa.array([self._bound], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-            predicate += f" AND {_delta.BUCKET_COLUMN} <= '{_delta.window_end_buckets(end, bucket)[0].as_py()}'"
+        if bucket is not None:  # partition pruning: only the buckets the bound moved through
+            predicate += f" AND {_delta.BUCKET_COLUMN} <= '{_bucket_of(self._bound, bucket)}'"
+            if before is not None:
+                predicate += f" AND {_delta.BUCKET_COLUMN} >= '{_bucket_of(before, bucket)}'"
         updated = dt.update(updates={"is_final": "true"}, predicate=predicate, commit_properties=CommitProperties(
             custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
                              **_delta.user_metadata(self.app_id, self.batch_id)}))
+        _CLOSED_THROUGH[root] = self._bound
         if updated.get("num_updated_rows"):
             self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
 
@@ -630,6 +655,20 @@ class _BatchCommit:
             if candidates.num_rows == 0:
                 break
         return candidates
+
+
+#: Per sink path, the bound (µs) through which this process has marked ``current``'s windows
+#: final. Every window ending at or before it is final in the table: the UPDATE marked those there
+#: then, and every later MERGE marks its own rows against a bound at least as high (the watermark
+#: never goes back). So the next UPDATE looks only at windows ending after it, in the buckets the
+#: bound moved through, and a batch whose bound did not move makes none. A new process (a restart,
+#: a replay) starts without it and makes one full UPDATE.
+_CLOSED_THROUGH: dict[str, int] = {}
+
+
+def _bucket_of(us: int, seconds: int) -> str:
+    end = pa.array([us], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    return _delta.window_end_buckets(end, seconds)[0].as_py()
 
 
 def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:
