@@ -1,7 +1,7 @@
 """Operator throughput without Spark, next to pyarrow's plain group_by on the same data.
 
-    python benchmarks/operator.py                     # 10 M events, 100 k keys, 10 bundles
-    python benchmarks/operator.py --events 1000000    # quicker
+    python benchmarks/operator_alone.py                     # 10 M events, 100 k keys, 10 bundles
+    python benchmarks/operator_alone.py --events 1000000    # quicker
 
 For each window kind (tumbling 1 min, sliding 5 min / 1 min, session 30 s) and trigger
 (Default, AfterWatermark(early=AfterCount(100))) it feeds the events as bundles (micro-batches)
@@ -9,7 +9,7 @@ with a bounded(10 s) watermark, and prints events/second. The baseline is the pr
 ``pyarrow.Table.group_by([key, window_start]).aggregate([("v", "sum")])`` over all events at once
 (tumbling windows computed with vectorized arithmetic), in the same run.
 
-    python benchmarks/operator.py --events 1000000 --keys 1000 --process
+    python benchmarks/operator_alone.py --events 1000000 --keys 1000 --process
 
 ``--process`` instead times ``process=`` functions (one Python call per pane: their cost follows
 the number of panes, so fewer keys = more events per pane) next to the same sums as aggregates.
@@ -116,7 +116,7 @@ def process(n: int, keys: int, bundles: int) -> None:
     """Events/second of a process function (with and without an evictor) next to aggregates."""
     events = make_events(n, keys)
     print(f"process functions, events={n:,} keys={keys:,} bundles={bundles}")
-    fn = "__main__:sum_v" if __name__ == "__main__" else "benchmarks.operator:sum_v"
+    fn = "__main__:sum_v" if __name__ == "__main__" else "benchmarks.operator_alone:sum_v"
     for window, trigger in (("tumbling(1 minute)", "Default()"),
                             ("tumbling(1 minute)", "AfterWatermark(early=AfterCount(100))"),
                             ("session(30 seconds)", "Default()")):
