@@ -14,11 +14,32 @@ One namespace: the operator (pure Python + Arrow/NumPy; never imports pyspark) a
 See ``spark_windowing.testing.TestStream`` to test a configuration without Spark.
 """
 
+from typing import TYPE_CHECKING
+
 from spark_windowing.errors import OptionError, ProcessError, SnapshotError, WindowingError
-from spark_windowing.operator import StepResult, WindowedOperator
-from spark_windowing.process import ProcessContext
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.state import restore, snapshot
+
+if TYPE_CHECKING:  # pragma: no cover
+    from spark_windowing.operator import StepResult, WindowedOperator
+    from spark_windowing.process import ProcessContext
+    from spark_windowing.spec import OperatorSpec
+    from spark_windowing.state import restore, snapshot
+
+#: What ``spark_windowing.<name>`` imports on first use (PEP 562): the operator's modules load
+#: NumPy and the whole windowing stack, which a Spark Python worker that only commits a sink
+#: batch or plans a read never needs; every Python worker process Spark starts pays its imports.
+_LAZY = {"StepResult": "spark_windowing.operator", "WindowedOperator": "spark_windowing.operator",
+         "ProcessContext": "spark_windowing.process", "OperatorSpec": "spark_windowing.spec",
+         "restore": "spark_windowing.state", "snapshot": "spark_windowing.state"}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spark_windowing' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["register", "attach_progress", "ivy_settings_path", "OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
            "SnapshotError", "WindowingError", "ProcessContext", "ProcessError"]
@@ -46,3 +67,7 @@ def ivy_settings_path() -> str:
     (``spark_windowing.datasource.packages``)."""
     from spark_windowing.datasource.packages import ivy_settings_path as _path
     return _path()
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

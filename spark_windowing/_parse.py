@@ -116,3 +116,15 @@ def parse_call(text: str, *, option: str, accepted: str = "") -> Call:
     if p.pos != len(p.text):
         raise p.fail(f"unexpected text {p.text[p.pos:]!r}")
     return call
+
+
+def parse_bool(option: str, value: object) -> bool:
+    """A boolean option: true/1/yes or false/0/no (any case, spaces trimmed)."""
+    if isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise OptionError(option, value, "true, false")

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Iterable
 
+from spark_windowing._parse import parse_bool
 from spark_windowing._time import UNIT_FACTORS, parse_duration
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
@@ -31,17 +32,6 @@ def _choice(option: str, value: str, choices: Iterable[str]) -> str:
     if v not in choices:
         raise OptionError(option, value, ", ".join(choices))
     return v
-
-
-def parse_bool(option: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    v = str(value).strip().lower()
-    if v in ("true", "1", "yes"):
-        return True
-    if v in ("false", "0", "no"):
-        return False
-    raise OptionError(option, value, "true, false")
 
 
 def parse_columns(value: str | Iterable[str] | None) -> tuple[str, ...]:

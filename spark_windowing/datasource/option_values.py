@@ -10,7 +10,7 @@ value raises ``OptionError`` naming the option, the value and the accepted forms
 from __future__ import annotations
 
 from spark_windowing.errors import OptionError
-from spark_windowing.spec import parse_bool
+from spark_windowing._parse import parse_bool
 
 
 def int_option(options: dict[str, str], name: str, *, minimum: int = 0, default: int | None = None) -> int | None:

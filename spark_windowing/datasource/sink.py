@@ -119,7 +119,7 @@ from spark_windowing.datasource.maintenance import MaintenanceOptions, maintain
 from spark_windowing.datasource.sink_metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
-from spark_windowing.spec import parse_bool
+from spark_windowing._parse import parse_bool
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema
 
 __all__ = ["PaneStreamWriter", "PaneFilesMessage", "SinkOptions", "DEFAULT_MAX_ROWS_PER_FILE"]
