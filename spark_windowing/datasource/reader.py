@@ -399,15 +399,16 @@ def ensure_late_table(cfg: SourceConfig) -> None:
 
 def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:
     """Append late rows to the late-data Delta table exactly once per (shard, batch)."""
-    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+    from deltalake import CommitProperties, Transaction, write_deltalake
 
-    from spark_windowing.datasource._delta import user_metadata
+    from spark_windowing.datasource._delta import open_table, user_metadata
     app_id = f"spark-windowing-late:{cfg.state_location}:shard-{shard}"
-    if DeltaTable.is_deltatable(cfg.late_data_path):
-        done = DeltaTable(cfg.late_data_path).transaction_version(app_id)
+    table = open_table(cfg.late_data_path)   # one log read: the check and the append's snapshot
+    if table is not None:
+        done = table.transaction_version(app_id)
         if done is not None and done >= seq:
             return
-    write_deltalake(cfg.late_data_path, late, mode="append", schema_mode="merge",
+    write_deltalake(cfg.late_data_path if table is None else table, late, mode="append", schema_mode="merge",
                     commit_properties=CommitProperties(app_transactions=[Transaction(app_id, seq)],
                                                        custom_metadata=user_metadata(app_id, seq),
                                                        max_commit_retries=50))

@@ -540,7 +540,11 @@ class _BatchCommit:
                                                  **_delta.user_metadata(self.app_id, self.batch_id)})
 
     def _append(self, table: str, files: Sequence[DataFile]) -> bool:
-        """Commit ``files`` to ``table``; False when the table already holds the batch."""
+        """Commit ``files`` to ``table``; False when the table already holds the batch. No files:
+        nothing to commit, nothing to read (a batch without retractions costs ``retractions``
+        nothing)."""
+        if not files:
+            return True
         dt, done = self._open(table)
         if done:
             return False
