@@ -37,6 +37,8 @@ ENGINES = ("ours", "native")
 
 
 def _session():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Spark's Python workers: this venv
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     return (SparkSession.builder.master("local[2]").appName("first-pane")
             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
@@ -64,7 +66,7 @@ def run_one(engine: str, work: str) -> dict:
         import spark_windowing
         spark_windowing.register(spark)
         panes = (spark.readStream.format("windowed").option("source", "parquet").option("path", events)
-                 .option("timestampColumn", "ts").option("keyColumns", "k").option("aggregate", "count")
+                 .option("timestampColumn", "ts").option("keyColumns", "k").option("aggregate", "count(*) AS n")
                  .option("window", "tumbling(10 seconds)").option("trigger", "AfterWatermark(early=AfterCount(1))")
                  .option("stateLocation", os.path.join(work, "state")).load())
         started = time.monotonic()

@@ -19,8 +19,7 @@ The source keeps time moving: when no new event arrived but the next watermark p
 event-time timer (a window end), or a processing-time timer is due, ``latestOffset`` still
 returns a new offset so the micro-batch that fires it runs.
 
->>> # doctest: +SKIP
->>> panes = (spark.readStream.format("windowed").option("source", "generator")
+>>> panes = (spark.readStream.format("windowed").option("source", "generator")  # doctest: +SKIP
 ...          .option("window", "tumbling(1 minute)").option("aggregate", "count(*) AS n")
 ...          .option("timestampColumn", "event_time").option("keyColumns", "user_id")
 ...          .option("stateLocation", "/tmp/state").load())

@@ -101,6 +101,7 @@ import json
 import logging
 import time
 from datetime import datetime, timezone
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
@@ -235,16 +236,18 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         if self.produced is not None:      # the tables record what produced them (first batch, or
             _record_spec(self.options, self.produced)   # a path of the previous release)
         metrics: dict[str, dict] = {}
+        phases: dict[str, float] = {}
         if written:
             batch = _BatchCommit(self.options, self.schema, written, batchId, self._app_id(written),
                                  closing=_closing_lateness(self.produced, self.schema))
             batch.run()
-            metrics = batch.metrics
-        for table in TABLES:
-            upkeep = maintain(_delta.table_uri(self.options.root, table), batchId, self.options.maintenance)
-            if upkeep:
-                metrics.setdefault(table, {})["maintenance"] = upkeep
-        write_batch_metrics(self.options.root, batchId, metrics)
+            metrics, phases = batch.metrics, batch.phases
+        with _timed(phases, "upkeep"):
+            for table in TABLES:
+                upkeep = maintain(_delta.table_uri(self.options.root, table), batchId, self.options.maintenance)
+                if upkeep:
+                    metrics.setdefault(table, {})["maintenance"] = upkeep
+        write_batch_metrics(self.options.root, batchId, metrics, commit_ms=phases)
         release_arrow_memory()
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
@@ -509,6 +512,7 @@ class _BatchCommit:
     app_id: str
     closing: int | None = None      # allowed lateness (µs): windows past it are final in ``current``
     metrics: dict[str, dict] = field(default_factory=dict)   # per table: what this batch wrote
+    phases: dict[str, float] = field(default_factory=dict)   # commit phase -> milliseconds
     _bound: int | None = None       # windows ending at or before this (µs) are closed
 
     def run(self) -> None:
@@ -516,17 +520,21 @@ class _BatchCommit:
         files = [f for m in self.messages for f in m.files]
         staged = [p for m in self.messages for p in m.deletes]
         replayed: dict[str, list[str]] = {}
-        for table in (TRIGGERS, RETRACTIONS):
-            mine = [f for f in files if f.table == table]
-            if not self._append(table, mine):
-                replayed[table] = [f.path for f in mine]
-        self._bound = self._closed_bound(files)
-        self._merge_current([f.path for f in files if f.table == TRIGGERS], staged)
-        self._close_windows()
-        for table, paths in replayed.items():
-            _delta.delete_files(f"{root}/{table}", paths)
-        _delta.delete_files(f"{root}/{STAGING}", staged)
-        _delta.delete_stale_staging(root, self.batch_id)
+        with _timed(self.phases, "append"):
+            for table in (TRIGGERS, RETRACTIONS):
+                mine = [f for f in files if f.table == table]
+                if not self._append(table, mine):
+                    replayed[table] = [f.path for f in mine]
+        with _timed(self.phases, "merge"):
+            self._bound = self._closed_bound(files)
+            self._merge_current([f.path for f in files if f.table == TRIGGERS], staged)
+        with _timed(self.phases, "close"):
+            self._close_windows()
+        with _timed(self.phases, "clean"):
+            for table, paths in replayed.items():
+                _delta.delete_files(f"{root}/{table}", paths)
+            _delta.delete_files(f"{root}/{STAGING}", staged)
+            _delta.delete_stale_staging(root, self.batch_id)
 
     def _open(self, table: str) -> tuple[DeltaTable, bool]:
         """The table and whether it already holds this batch."""
@@ -673,6 +681,16 @@ _CLOSED_THROUGH: dict[str, int] = {}
 def _bucket_of(us: int, seconds: int) -> str:
     end = pa.array([us], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
     return _delta.window_end_buckets(end, seconds)[0].as_py()
+
+
+@contextmanager
+def _timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall time of the block to ``phases[name]`` (milliseconds)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = round(phases.get(name, 0.0) + (time.perf_counter() - started) * 1000, 1)
 
 
 def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:

@@ -6,6 +6,8 @@ Written by the sink's commit on the driver (``spark_windowing.datasource.sink``)
 batch's commit (for ``current``, its MERGE, plus ``rows_copied`` and ``files_scanned``: the
 target rows rewritten unchanged and the files read), and ``maintenance`` when compaction, vacuum
 or a log checkpoint ran (``spark_windowing.datasource.maintenance``). A table the batch did not change is absent.
+``commit_ms``: the driver's commit of the batch by phase, in milliseconds (the progress line
+prints their sum and the phases of 1 ms or more).
 The files of the last 100 batches are kept.
 """
 
@@ -21,11 +23,18 @@ __all__ = ["METRICS_DIR", "write_batch_metrics", "read_batch_metrics", "format_s
 _KEEP = 100
 
 
-def write_batch_metrics(root: str, batch_id: int, tables: dict[str, dict]) -> None:
+def write_batch_metrics(root: str, batch_id: int, tables: dict[str, dict], *,
+                        commit_ms: dict[str, float] | None = None) -> None:
+    """Record what batch ``batch_id`` wrote (``tables``) and how long the driver's commit took per
+    phase (``commit_ms``: ``append`` to triggers/retractions, ``merge`` into current, ``close``
+    windows in current, ``clean`` staging, ``upkeep``; milliseconds)."""
     fs, base = filesystem(root)
     fs.create_dir(f"{base}/{METRICS_DIR}", recursive=True)
+    record = {"batch_id": batch_id, "tables": tables}
+    if commit_ms:
+        record["commit_ms"] = commit_ms
     with fs.open_output_stream(metrics_path(base, batch_id)) as f:
-        f.write(json.dumps({"batch_id": batch_id, "tables": tables}).encode())
+        f.write(json.dumps(record).encode())
     try:
         fs.delete_file(metrics_path(base, batch_id - _KEEP))
     except FileNotFoundError:
@@ -51,6 +60,9 @@ def format_sink_metrics(metrics: dict) -> str:
     ...     "triggers": {"files_added": 2, "bytes_added": 85_000, "maintenance": {
     ...         "compacted": {"numFilesAdded": 1, "numFilesRemoved": 50}, "vacuumed": 48}}}})
     'sink current +1.2 MB -1.1 MB (2 files read), triggers +85.0 kB | upkeep triggers: compacted 50 -> 1 files, vacuumed 48'
+    >>> format_sink_metrics({"tables": {"triggers": {"files_added": 1, "bytes_added": 9_000}},
+    ...     "commit_ms": {"append": 14.2, "merge": 61.0, "close": 0.4, "clean": 0.3, "upkeep": 0.1}})
+    'sink triggers +9.0 kB in 76 ms (append 14, merge 61)'
     """
     tables = metrics.get("tables", {})
     parts, upkeep = [], []
@@ -77,6 +89,10 @@ def format_sink_metrics(metrics: dict) -> str:
             if did:
                 upkeep.append(f"{name}: " + ", ".join(did))
     line = "sink " + (", ".join(parts) if parts else "nothing written")
+    phases = metrics.get("commit_ms") or {}
+    if phases:
+        slow = [f"{name} {ms:,.0f}" for name, ms in phases.items() if ms >= 1]
+        line += f" in {sum(phases.values()):,.0f} ms" + (f" ({', '.join(slow)})" if slow else "")
     return line + (" | upkeep " + "; ".join(upkeep) if upkeep else "")
 
 

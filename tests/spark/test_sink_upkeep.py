@@ -66,6 +66,9 @@ def test_bytes_written_to_current_per_batch_do_not_grow_with_earlier_batches(tmp
     assert current.metadata().partition_columns == [_delta.BUCKET_COLUMN]
     merge = read_batch_metrics(str(tmp_path), 44)["tables"]["current"]
     assert merge["files_scanned"] <= 3 < len(current.file_uris()) / 5     # only the batch's buckets
+    phases = read_batch_metrics(str(tmp_path), 44)["commit_ms"]          # the commit's split, in ms
+    assert set(phases) == {"append", "merge", "close", "clean", "upkeep"} and phases["merge"] > 0
+    assert " ms (" in format_sink_metrics(read_batch_metrics(str(tmp_path), 44))
 
 
 def test_current_of_the_first_layout_keeps_working(tmp_path):
