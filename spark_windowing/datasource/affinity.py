@@ -68,15 +68,17 @@ def held_shards(state: str, seq: int) -> list[int]:
     return [shard for (where, shard), store in _STORES.items() if where == state and store.op.seq == seq > 0]
 
 
-def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int) -> int:
+def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int,
+                 prefer_held: bool = True) -> int:
     """The shard partition ``partition`` of micro-batch ``seq`` (starting at offset ``start_seq``)
     runs: with a local state location ``state``, the one it claims, preferring those this worker
-    holds; else the shard of its own number."""
+    holds (unless not ``prefer_held``: the batch changes the shard count, so no held store is one
+    of its shards); else the shard of its own number."""
     fs, root = storage.filesystem(state)
     if shards == 1 or not storage.is_local(fs):
         return partition
-    return claim_shard(layout.claims_dir(root, seq), partition=partition, preferred=held_shards(state, start_seq),
-                       shards=shards)
+    held = held_shards(state, start_seq) if prefer_held else []
+    return claim_shard(layout.claims_dir(root, seq), partition=partition, preferred=held, shards=shards)
 
 
 def claim_shard(directory: str, *, partition: int, preferred: list[int], shards: int) -> int:
@@ -87,7 +89,7 @@ def claim_shard(directory: str, *, partition: int, preferred: list[int], shards:
     mine = [s for s, p in held.items() if p == partition]
     if mine:
         return mine[0]
-    for shard in dict.fromkeys([*preferred, partition % shards, *range(shards)]):
+    for shard in dict.fromkeys([*(s for s in preferred if s < shards), partition % shards, *range(shards)]):
         if shard not in held and _create_exclusive(os.path.join(directory, f"shard-{shard}"), partition):
             return shard
     raise RuntimeError(f"{directory}: every shard of this micro-batch is claimed by another partition "
