@@ -205,9 +205,10 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return rescale.shards_of(offset, self._recorded_shards)
 
     def _reports(self, seq: int, shards: int) -> list[dict]:
+        """Every shard's report of batch ``seq`` (read in parallel: ``storage.read_many``)."""
         out = []
-        for shard in range(shards):
-            raw = storage.read_bytes(report_uri(self.cfg, seq, shard), missing_ok=True)
+        blobs = storage.read_many([report_uri(self.cfg, seq, shard) for shard in range(shards)], missing_ok=True)
+        for shard, raw in enumerate(blobs):
             if raw is None:
                 raise SnapshotError(f"missing shard report {report_uri(self.cfg, seq, shard)} for completed "
                                     f"batch {seq}; was the state location {self.cfg.state_location} cleaned "

@@ -100,13 +100,16 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 240) -> bool:
     return False
 
 
-def test_kill_9_during_the_first_batch_after_a_rescale_then_restart(tmp_path):
+@pytest.mark.slow  # two Spark processes of their own: 4-8 minutes on a shared 2-core machine
+def test_kill_9_during_the_first_batch_after_a_rescale_then_restart(spark, tmp_path):
+    """The runs before the kill share this process's Spark session; the killed run and its restart
+    are processes of their own (kill -9 takes the driver and its JVM)."""
     case, events = "session", str(tmp_path / "events")
-    _append_events(events, 0, 4)
+    _append_events(events, 0, 3)
     for run in ("plain", "crash"):
-        assert _start_job(case, 2, _paths(tmp_path, run)).wait(300) == 0
-    _append_events(events, 4, 9)
-    assert _start_job(case, 2, _paths(tmp_path, "plain")).wait(300) == 0
+        _run_in_process(spark, case, 2, _paths(tmp_path, run))
+    _append_events(events, 3, 7)
+    _run_in_process(spark, case, 2, _paths(tmp_path, "plain"))
     new_shard = tmp_path / "crash_state" / "shards" / "0004"  # a shard only the new count has
     proc = _start_job(case, 5, _paths(tmp_path, "crash"))
     assert _kill_when(proc, lambda: new_shard.exists() and any(new_shard.iterdir())), "the job ended before the kill"
