@@ -144,6 +144,71 @@ def write_atomic(uri: str, data: bytes, *, durable: bool = True) -> None:
             f.write(data)
 
 
+#: botocore S3 clients per (endpoint, region) and process, for conditional writes.
+_S3_CLIENTS: dict[tuple[str | None, str], object] = {}
+
+
+def exclusive_create_available(uri: str) -> bool:
+    """Whether ``create_exclusive`` works for ``uri``: local paths, and ``s3://`` with ``botocore``
+    installed (the ``s3`` extra; ``pyarrow.fs`` cannot send a conditional write)."""
+    if is_local(filesystem(uri)[0]):
+        return True
+    if not uri.startswith("s3://"):
+        return False
+    try:
+        import botocore  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def create_exclusive(uri: str, data: bytes) -> bool:
+    """Create ``uri`` holding ``data`` unless it exists (then False), atomically: of concurrent
+    callers exactly one gets True. Locally an ``O_EXCL`` create; on S3 a conditional PUT
+    (``If-None-Match: *``, through ``botocore``: S3, and S3-compatible stores that implement
+    conditional writes, answer 412 when the key exists). Not flushed to disk: claims need not
+    outlive a crash. Raises ``RuntimeError`` where it is not available (``exclusive_create_available``)."""
+    fs, path = filesystem(uri)
+    if is_local(fs):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return True
+    if not exclusive_create_available(uri):
+        raise RuntimeError(f"{uri}: an exclusive create needs a local path, or s3:// with botocore installed "
+                           "(pip install 'spark-windowing[s3]')")
+    from botocore.exceptions import ClientError
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    try:
+        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        return True
+    except ClientError as e:  # 412: the key exists; 409: a concurrent conditional write to it won
+        if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict") or \
+                e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
+            return False
+        raise
+
+
+def _s3_client():
+    """A botocore S3 client configured from the environment like ``_object_store``'s (endpoint,
+    region, credentials), one per process; retries like it (standard mode, 10 attempts)."""
+    import botocore.config
+    import botocore.session
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    client = _S3_CLIENTS.get((endpoint, region))
+    if client is None:
+        config = botocore.config.Config(retries={"mode": "standard", "max_attempts": 10},
+                                        s3={"addressing_style": "path"} if endpoint else None)
+        client = _S3_CLIENTS[(endpoint, region)] = botocore.session.get_session().create_client(
+            "s3", region_name=region, endpoint_url=endpoint, config=config)
+    return client
+
+
 def list_dir(uri: str) -> list[pafs.FileInfo]:
     fs, path = filesystem(uri)
     try:
