@@ -10,7 +10,7 @@ report of the previous batch), ``partitions`` (plans the batch, one partition pe
 ``commit`` (garbage collection every ``GC_EVERY`` batches: one listing per shard). The shards'
 work is not run; each batch writes one report per shard, as the shards would, outside the timed
 part. Prints, per shard count, the median and 90th percentile per batch of offsets+reports,
-planning and commit, and (with ``--store s3``) the object-store requests the driver sent per
+planning and commit, the mean of commit (garbage collection every ``GC_EVERY`` batches lands in it), and (with ``--store s3``) the object-store requests the driver sent per
 batch, counted by the test proxy in front of the server. Spark's own per-task scheduling cost is
 not included. Not part of the test suite.
 """
@@ -78,7 +78,7 @@ def measure(shards: int, batches: int, state: str, counter=None) -> dict:
         start = end
     warm = slice(2, None)  # the first batches open clients and write spec.json
     return {"shards": shards, "offsets_ms": _stats(offsets[warm]), "planning_ms": _stats(planning[warm]),
-            "commit_ms": _stats(commits[warm]), "requests": statistics.mean(requests[warm]) if counter else None}
+            "commit_ms": _stats(commits[warm]), "commit_mean_ms": round(statistics.mean(commits[warm]), 2), "requests": statistics.mean(requests[warm]) if counter else None}
 
 
 def _stats(values: list[float]) -> tuple[float, float]:
@@ -102,13 +102,13 @@ def main() -> None:
             store = ObjectStore(os.path.join(tmp, "s3"))
             os.environ.update(store.env)
             counter = store.proxy.mark
-        print(f"{'shards':>6} {'offsets+reports ms (p50/p90)':>30} {'planning ms':>14} {'commit ms':>14}"
+        print(f"{'shards':>6} {'offsets+reports ms (p50/p90)':>30} {'planning ms':>14} {'commit ms':>14} {'mean':>6}"
               + (f" {'requests/batch':>15}" if counter else ""))
         for n in args.shards:
             state = store.uri(f"bench-{n}") if store else os.path.join(tmp, f"state-{n}")
             r = measure(n, args.batches, state, counter)
             line = (f"{n:>6} {r['offsets_ms'][0]:>20} / {r['offsets_ms'][1]:<7} {r['planning_ms'][0]:>6} / "
-                    f"{r['planning_ms'][1]:<6} {r['commit_ms'][0]:>6} / {r['commit_ms'][1]:<6}")
+                    f"{r['planning_ms'][1]:<6} {r['commit_ms'][0]:>6} / {r['commit_ms'][1]:<6} {r['commit_mean_ms']:>6}")
             if counter:
                 line += f" {r['requests']:>15.1f}"
             print(line, flush=True)
