@@ -35,6 +35,10 @@ Storage goes through ``io``, an object with ``read_bytes(uri, missing_ok=)``,
 ``read_range(uri, offset, length)``, ``write_atomic(uri, data, durable=)``, ``exists(uri)``,
 ``list_dir(uri)`` and ``delete(uri)`` (``spark_windowing.datasource.storage``: local paths and any
 ``pyarrow.fs`` URI).
+
+Long module: opening, stepping, spilling and persisting all keep the same per-bucket bookkeeping
+(``resident``, ``dirty``, ``summary``, ``loc``) consistent; split over modules, that one invariant
+would be spread over several.
 """
 
 from __future__ import annotations
@@ -359,6 +363,23 @@ class StateStore:
         op.drop_rows(mask)
         self.resident[drop] = False
         return int(mask.sum())
+
+    def load_all(self) -> None:
+        """Read every bucket this store's manifest names into memory (a rescale reads whole shards)."""
+        self._load(np.flatnonzero(~self.resident))
+
+    def write_imported(self, seq: int) -> int:
+        """Write every window in memory (rows imported into a fresh store, e.g. by a rescale) to a
+        new segment file of batch ``seq`` and drop what exceeds ``max_rows`` from memory; the
+        manifest naming the segment is written by the batch's ``persist(seq)``. Returns bytes written."""
+        op = self.op
+        if not op.num_windows:
+            return 0
+        self._assign_buckets()
+        self.dirty[np.unique(op.table.bucket)] = True
+        written = self._flush(seq)
+        self.evict()
+        return written
 
     # ------------------------------------------------------------------ persisting
     def persist(self, seq: int, *, durable: bool = True) -> int:

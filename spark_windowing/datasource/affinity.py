@@ -22,8 +22,10 @@ shards one each:
   own number, then the others in order, and runs the first it gets.
 
 Everything a shard writes (its snapshot, report and late rows) is named by the shard, not the
-partition, so which slot runs it changes nothing downstream. Claims need a local ``stateLocation``
-(exclusive create); on object stores a partition runs the shard of its own number.
+partition, so which slot runs it changes nothing downstream. Claims need an exclusive create: a
+local ``stateLocation`` (a symbolic link), or ``s3://`` with ``botocore`` installed (a conditional
+PUT, ``If-None-Match: *``: ``claim_shard_conditional``); elsewhere (``gs://``, ``abfss://``, or
+``s3://`` without ``botocore``) a partition runs the shard of its own number.
 
 >>> import tempfile
 >>> d = tempfile.mkdtemp()
@@ -43,7 +45,7 @@ from spark_windowing.datasource import layout, storage
 if TYPE_CHECKING:  # pragma: no cover
     from spark_windowing.store import StateStore
 
-__all__ = ["shard_to_run", "claim_shard", "held_shards", "keep_open", "take_open"]
+__all__ = ["shard_to_run", "claim_shard", "claim_shard_conditional", "held_shards", "keep_open", "take_open"]
 
 #: This worker's open state stores by (state location, shard), least recently used first.
 _STORES: dict[tuple[str, int], "StateStore"] = {}
@@ -68,15 +70,46 @@ def held_shards(state: str, seq: int) -> list[int]:
     return [shard for (where, shard), store in _STORES.items() if where == state and store.op.seq == seq > 0]
 
 
-def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int) -> int:
+def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int,
+                 prefer_held: bool = True) -> int:
     """The shard partition ``partition`` of micro-batch ``seq`` (starting at offset ``start_seq``)
     runs: with a local state location ``state``, the one it claims, preferring those this worker
-    holds; else the shard of its own number."""
+    holds (unless not ``prefer_held``: the batch changes the shard count, so no held store is one
+    of its shards); else the shard of its own number."""
     fs, root = storage.filesystem(state)
-    if shards == 1 or not storage.is_local(fs):
+    if shards == 1 or not storage.exclusive_create_available(state):
         return partition
-    return claim_shard(layout.claims_dir(root, seq), partition=partition, preferred=held_shards(state, start_seq),
-                       shards=shards)
+    held = held_shards(state, start_seq) if prefer_held else []
+    if storage.is_local(fs):
+        return claim_shard(layout.claims_dir(root, seq), partition=partition, preferred=held, shards=shards)
+    return claim_shard_conditional(layout.claims_dir(state, seq), partition=partition, preferred=held, shards=shards)
+
+
+def claim_shard_conditional(directory: str, *, partition: int, preferred: list[int], shards: int) -> int:
+    """``claim_shard`` on an object store (``directory`` a URI), by conditional writes: a claim
+    ``shard-<s>`` holding the partition's number is created only if absent
+    (``storage.create_exclusive``). Before each attempt the partition records the shard it is
+    about to claim (``partition-<p>``, a plain PUT only it writes), so a retry finds the shard it
+    claimed without reading every claim: 3 requests for a first attempt that gets its first
+    choice (its intent read, found absent; the intent; the claim), 4 more per shard already taken
+    (a read is a HEAD and a GET), 4 for a retry."""
+    intent = f"{directory}/partition-{partition}"
+    before = storage.read_bytes(intent, missing_ok=True)
+    if before is not None and _owner(directory, int(before)) == partition:
+        return int(before)
+    for shard in dict.fromkeys([*(s for s in preferred if s < shards), partition % shards, *range(shards)]):
+        storage.write_atomic(intent, str(shard).encode(), durable=False)
+        if storage.create_exclusive(f"{directory}/shard-{shard}", str(partition).encode()) \
+                or _owner(directory, shard) == partition:
+            return shard
+    raise RuntimeError(f"{directory}: every shard of this micro-batch is claimed by another partition, none by "
+                       f"partition {partition}; the claims were changed while the query ran")
+
+
+def _owner(directory: str, shard: int) -> int | None:
+    """The partition that claimed ``shard`` (claims in ``directory``, a URI), or None."""
+    raw = storage.read_bytes(f"{directory}/shard-{shard}", missing_ok=True)
+    return None if raw is None else int(raw)
 
 
 def claim_shard(directory: str, *, partition: int, preferred: list[int], shards: int) -> int:
@@ -87,7 +120,7 @@ def claim_shard(directory: str, *, partition: int, preferred: list[int], shards:
     mine = [s for s, p in held.items() if p == partition]
     if mine:
         return mine[0]
-    for shard in dict.fromkeys([*preferred, partition % shards, *range(shards)]):
+    for shard in dict.fromkeys([*(s for s in preferred if s < shards), partition % shards, *range(shards)]):
         if shard not in held and _create_exclusive(os.path.join(directory, f"shard-{shard}"), partition):
             return shard
     raise RuntimeError(f"{directory}: every shard of this micro-batch is claimed by another partition "

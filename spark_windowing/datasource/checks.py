@@ -1,6 +1,7 @@
 """Checks that make ordinary mistakes loud, for the windowed source (``reader``): the event-time
 column's type at ``load()``, micro-batches without a readable event time (``malformedEvents``),
-and the producing spec put into the pane schema for the sink (``pane_spec``).
+the producing spec put into the pane schema for the sink (``pane_spec``), and a restart's options
+against those its state location was written with (``check_state_spec``).
 
 Flink fails a query whose rowtime attribute is null or of a non-time type, and Spark's own
 file sources fail fast (``mode=FAILFAST``) or keep malformed records aside (``PERMISSIVE``):
@@ -15,7 +16,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructField, StructType
 
 from spark_windowing._arrow import field_type, get_column
-from spark_windowing.datasource import pane_spec
+from spark_windowing.datasource import pane_spec, rescale
 from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.errors import OptionError
 
@@ -114,3 +115,20 @@ def spec_change_error(cfg: SourceConfig, recorded: dict, where: str, fix: str) -
     name, _, value = found[0]
     return OptionError(name, value, f"the values it was written with ({fix})",
                        why=f"{where} another windowing spec: {pane_spec.describe_changes(found)}")
+
+
+def check_state_spec(cfg: SourceConfig, recorded: dict, disjoint_upstream: bool = False) -> None:
+    """Raise ``OptionError`` naming the option when ``cfg`` differs from what the state location
+    was written with (``recorded``, its ``spec.json``) in a way the state cannot follow: the spec
+    or ``stateBuckets`` (the key-bucket layout). ``shards`` may change (``rescale``) unless the
+    windows or the upstream keep state a rescale cannot redistribute."""
+    where = f"stateLocation {cfg.state_location} was written with"
+    fix = "keep it unchanged for this state location, or start with a new stateLocation and checkpoint"
+    rescale.check_rescale(cfg.spec, disjoint_upstream, cfg.state_location, int(recorded.get("shards", cfg.shards)),
+                          cfg.shards)
+    if recorded.get("fingerprint") != cfg.spec.fingerprint():
+        raise spec_change_error(cfg, recorded, where, fix)
+    if recorded.get("stateBuckets", cfg.state_buckets) != cfg.state_buckets:
+        raise OptionError("stateBuckets", str(cfg.state_buckets), f"{recorded.get('stateBuckets')} ({fix})",
+                          why=f"{where} stateBuckets={recorded.get('stateBuckets')}: the key-bucket layout of the "
+                          "state is fixed (shards may change on restart, stateBuckets may not)")

@@ -153,19 +153,21 @@ OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ reader: state, late data
     Option("stateLocation", "reader", "State and late data",
            "URI of the operator state (local path, or `s3://`, `gs://`, `abfss://`, `hdfs://` via "
-           "`pyarrow.fs`); `shards`, `stateBuckets` and the windowing spec are recorded in "
-           "`stateLocation/spec.json` and fixed for its life", "required"),
+           "`pyarrow.fs`); `stateBuckets` and the windowing spec are recorded in `stateLocation/spec.json` "
+           "and fixed for its life; `shards` may change on restart", "required"),
     Option("lateDataPath", "reader", "State and late data",
            "Delta table for dropped late and malformed events (one row per event and window, with `reason`, "
            "`window_start`, `window_end`, `watermark`, `batch_time`, `batch_seq`), exactly once", "off"),
     Option("shards", "reader", "State and late data",
-           "key shards = Spark tasks per micro-batch; fixed for the life of a state location", "`2`"),
+           "key shards = Spark tasks per micro-batch; may change on restart: the first micro-batch after the "
+           "change redistributes the state by key, exactly once ([Rescaling](cluster.md#rescaling-shards)); "
+           "not for count windows, Storm's count/time mixes or Kafka with `keyColumns=key`", "`2`"),
     Option("stateMemoryRows", "reader", "State and late data",
            "windows per shard kept in memory (more spill to `stateLocation`, by key bucket; a batch whose "
            "buckets need more is run a memory-full of buckets at a time)", "`2000000`"),
     Option("stateBuckets", "reader", "State and late data",
-           "key buckets per shard (the unit of loading, spilling and incremental snapshots); fixed for the "
-           "life of a state location", "`64`"),
+           "key buckets per shard (the unit of loading, spilling and incremental snapshots); fixes the "
+           "state's bucket layout, so it is fixed for the life of a state location (unlike `shards`)", "`64`"),
     Option("queryName", "reader", "State and late data",
            "accepted and ignored (the progress lines take the query's name from "
            "`writeStream.queryName(...)`)", ""),

@@ -39,9 +39,9 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import layout, sharding, storage
-from spark_windowing.datasource.checks import (check_malformed, checked_pane_schema, malformed_sample,
-                                               recorded_options, spec_change_error)
+from spark_windowing.datasource import layout, rescale, sharding, storage
+from spark_windowing.datasource.checks import (check_malformed, check_state_spec, checked_pane_schema,
+                                               malformed_sample, recorded_options)
 from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource.maintenance import maintain, upkeep_due
@@ -114,11 +114,12 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Any = None  # availableNow: upstream position not to go beyond
         self._target2: Any = None  # the same for the second stream of a join
         self._checked = False      # the state location's spec.json agrees with the options
+        self._recorded_shards = self.cfg.shards  # spec.json's count: that of offsets without "shards"
 
     # ------------------------------------------------------------------ offsets (driver)
     def initialOffset(self) -> dict:
         self._check_state_location()
-        offset = {"windowed": 1, "seq": 0, "state": self.cfg.state_location,
+        offset = {"windowed": 1, "seq": 0, "state": self.cfg.state_location, "shards": self.cfg.shards,
                   "up": self.up.initial_position(), "bt": 0, "wm": MIN_TIME,
                   "max_event": None, "max_col": None, "last_input": None}
         offset.update(self.up.initial_offset_fields())  # e.g. Kafka's per-partition watermark state
@@ -149,7 +150,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cfg = self.cfg
         self._check_state_location()   # a restart from a checkpoint does not call initialOffset
         now = time.time_ns() // 1000
-        reports = self._reports(start["seq"]) if start["seq"] > 0 else []
+        reports = self._reports(start["seq"], self._shards(start)) if start["seq"] > 0 else []
         max_event = _max([start.get("max_event")] + [r.get("max_event_us") for r in reports])
         max_col = _max([start.get("max_col")] + [r.get("max_col_us") for r in reports])
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
@@ -179,7 +180,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         due = next_ev <= wm or (not self._available_now and next_pt <= now)
         if not has_data and not due:
             return start
-        return {"windowed": 1, "seq": start["seq"] + 1, "state": cfg.state_location, "up": up,
+        return {"windowed": 1, "seq": start["seq"] + 1, "state": cfg.state_location, "shards": cfg.shards, "up": up,
                 "bt": now, "wm": wm, "max_event": max_event, "max_col": max_col, "last_input": last_input,
                 **extra}
 
@@ -197,10 +198,16 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"up2": up2, "max_event2": max_event2,
                 "last_input2": now if up2 != start["up2"] else start.get("last_input2")}
 
-    def _reports(self, seq: int) -> list[dict]:
+    def _shards(self, offset: dict) -> int:
+        """The shard count of the micro-batch ending at ``offset`` (``rescale.shards_of``)."""
+        self._check_state_location()
+        return rescale.shards_of(offset, self._recorded_shards)
+
+    def _reports(self, seq: int, shards: int) -> list[dict]:
+        """Every shard's report of batch ``seq`` (read in parallel: ``storage.read_many``)."""
         out = []
-        for shard in range(self.cfg.shards):
-            raw = storage.read_bytes(report_uri(self.cfg, seq, shard), missing_ok=True)
+        blobs = storage.read_many([report_uri(self.cfg, seq, shard) for shard in range(shards)], missing_ok=True)
+        for shard, raw in enumerate(blobs):
             if raw is None:
                 raise SnapshotError(f"missing shard report {report_uri(self.cfg, seq, shard)} for completed "
                                     f"batch {seq}; was the state location {self.cfg.state_location} cleaned "
@@ -212,7 +219,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         planned = self.up.plan(start["up"], end["up"])
         if self.up2 is not None:
             planned = [planned, self.up2.plan(start["up2"], end["up2"])]
-        return [ShardPartition(i, start, end, planned) for i in range(self.cfg.shards)]
+        old, new = self._shards(start), self._shards(end)
+        return [ShardPartition(i, {**start, "shards": old}, {**end, "shards": new}, planned) for i in range(new)]
 
     def commit(self, end: dict) -> None:
         """Spark has finished everything up to ``end``: the late-data table's upkeep when it is due
@@ -225,8 +233,12 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             maintain(late, seq, self.cfg.late_maintenance)
         if seq % GC_EVERY:
             return
-        for shard in range(self.cfg.shards):
+        shards = self._shards(end)
+        for shard in range(shards):
             collect_garbage(storage, store_root(self.cfg, shard), seq)
+        for info in storage.list_dir(f"{self.cfg.state_location}/{layout.SHARDS_DIR}"):  # left by a rescale down
+            if info.base_name.isdigit() and int(info.base_name) >= shards:
+                storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
         for directory in (layout.reports_dir(self.cfg.state_location), layout.claims_dir(self.cfg.state_location)):
             for info in storage.list_dir(directory):
                 if info.base_name.isdigit() and int(info.base_name) < seq - 20:
@@ -242,12 +254,15 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         marker = layout.spec_marker(cfg.state_location)
         existing = storage.read_bytes(marker, missing_ok=True)
         if existing is None:
+            self._recorded_shards = cfg.shards
             spec = json.dumps({"fingerprint": cfg.spec.fingerprint(), "shards": cfg.shards,
                                "stateBuckets": cfg.state_buckets, "spec": cfg.spec.describe(),
                                "options": recorded_options(cfg)}, sort_keys=True, default=str)
             storage.write_atomic(marker, spec.encode())
         else:
-            check_state_spec(cfg, json.loads(existing))
+            recorded = json.loads(existing)
+            check_state_spec(cfg, recorded, self.up.disjoint_shards)
+            self._recorded_shards = int(recorded["shards"])
         ensure_late_table(cfg)
         self._checked = True
 
@@ -256,10 +271,11 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, ShardPartition)
         t0 = time.perf_counter()
         cfg, start, end = self.cfg, partition.start, partition.end
-        shard = shard_to_run(cfg.state_location, cfg.shards, partition=partition.shard, start_seq=int(start["seq"]),
-                             seq=int(end["seq"]))
+        old, shards = int(start["shards"]), int(end["shards"])
+        shard = shard_to_run(cfg.state_location, shards, partition=partition.shard, start_seq=int(start["seq"]),
+                             seq=int(end["seq"]), prefer_held=old == shards)
         partition = ShardPartition(shard, start, end, partition.planned)
-        store, reloaded = open_store(cfg, shard, int(start["seq"]))
+        store, reloaded = open_store(cfg, shard, int(start["seq"]), old_shards=old, shards=shards)
         op = store.op
         events, key_hash = self._events(partition)
         maxima = _batch_maxima(cfg, op, events)
@@ -302,33 +318,19 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             columns = None if cfg.late_data_path else needed_columns(cfg)
             table = up.read(up.shard_plan(partition.planned, partition.shard), columns)
         disjoint = up.disjoint_shards  # the shard read only its own keys' events
+        shards = int(partition.end["shards"])
         key_hash = None
         if cfg.spec.key_columns and table.num_rows:
             key_hash = sharding.key_hash(table, cfg.spec.key_columns)
-            if cfg.shards > 1 and not disjoint:  # every shard read the batch: keep this shard's keys
-                mine = np.flatnonzero(key_hash % np.uint64(cfg.shards) == partition.shard)
+            if shards > 1 and not disjoint:  # every shard read the batch: keep this shard's keys
+                mine = np.flatnonzero(key_hash % np.uint64(shards) == partition.shard)
                 table, key_hash = table.take(pa.array(mine)), key_hash[mine]
-        elif partition.shard != 0 and (cfg.shards == 1 or not cfg.spec.key_columns) and not disjoint:
+        elif partition.shard != 0 and (shards == 1 or not cfg.spec.key_columns) and not disjoint:
             table = table.slice(0, 0)
         if cfg.processing_time_windows:
             bt = pa.array(np.full(table.num_rows, int(partition.end["bt"]), dtype=np.int64)).cast(TIMESTAMP)
             table = table.append_column(PROC_TIME_COLUMN, bt)
         return table, key_hash
-
-
-def check_state_spec(cfg: SourceConfig, recorded: dict) -> None:
-    """Raise ``OptionError`` naming the option when ``cfg`` differs from what the state location
-    was written with (``recorded``, its ``spec.json``)."""
-    where = f"stateLocation {cfg.state_location} was written with"
-    fix = "keep it unchanged for this state location, or start with a new stateLocation and checkpoint"
-    if recorded.get("shards") != cfg.shards:
-        raise OptionError("shards", str(cfg.shards), f"{recorded.get('shards')} ({fix})",
-                          why=f"{where} shards={recorded.get('shards')}: keys would be routed to other shards")
-    if recorded.get("fingerprint") != cfg.spec.fingerprint():
-        raise spec_change_error(cfg, recorded, where, fix)
-    if recorded.get("stateBuckets", cfg.state_buckets) != cfg.state_buckets:
-        raise OptionError("stateBuckets", str(cfg.state_buckets), f"{recorded.get('stateBuckets')} ({fix})",
-                          why=f"{where} stateBuckets={recorded.get('stateBuckets')}")
 
 
 def needed_columns(cfg: SourceConfig) -> list[str] | None:
@@ -367,14 +369,20 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
     return tops
 
 
-def open_store(cfg: SourceConfig, shard: int, seq: int) -> tuple[StateStore, bool]:
+def open_store(cfg: SourceConfig, shard: int, seq: int, *, old_shards: int | None = None,
+               shards: int | None = None) -> tuple[StateStore, bool]:
     """The shard's state as of offset ``seq``, and whether it was reloaded: this worker's open
     store when it is exactly that state (same offset, same manifest on storage), else opened from
     the manifest (empty at 0; reloaded when ``seq`` > 0: Spark ran the shard's previous batch in
-    another Python worker, or this one was restarted). A missing or corrupt snapshot raises
-    SnapshotError."""
+    another Python worker, or this one was restarted). When the batch changes the shard count
+    (``old_shards`` at ``seq``, ``shards`` after it), redistributed from every old shard's snapshot
+    (``rescale.redistribute``). A missing or corrupt snapshot raises SnapshotError."""
     root = store_root(cfg, shard)
     kw = dict(buckets=cfg.state_buckets, max_rows=cfg.state_memory_rows)
+    if old_shards is not None and shards is not None and old_shards != shards and seq > 0:
+        old_roots = [store_root(cfg, i) for i in range(old_shards)]
+        return rescale.redistribute(cfg.spec, storage, old_roots, seq, shard, shards, root, input_schema(cfg),
+                                    **kw), True
     cached = take_open(cfg.state_location, shard)
     if cached is not None and cached.op.seq == seq and cached.spec == cfg.spec and seq > 0 \
             and cached.n_buckets == cfg.state_buckets:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
@@ -96,6 +97,20 @@ def read_bytes(uri: str, *, missing_ok: bool = False) -> bytes | None:
         raise
 
 
+#: Objects read at once by ``read_many`` on an object store (the driver reading every shard's report).
+READ_THREADS = 32
+
+
+def read_many(uris: list[str], *, missing_ok: bool = False) -> list[bytes | None]:
+    """``read_bytes`` of every URI, in order. On an object store the requests go out
+    ``READ_THREADS`` at a time (each read is a HEAD and a GET: the latency, not the bytes, is the
+    cost), so reading ``n`` small objects takes about ``n / READ_THREADS`` round trips."""
+    if len(uris) <= 1 or is_local(filesystem(uris[0])[0]):
+        return [read_bytes(u, missing_ok=missing_ok) for u in uris]
+    with ThreadPoolExecutor(max_workers=min(READ_THREADS, len(uris))) as pool:
+        return list(pool.map(lambda u: read_bytes(u, missing_ok=missing_ok), uris))
+
+
 def read_range(uri: str, offset: int, length: int) -> bytes:
     """``length`` bytes at ``offset`` (random access; on object stores a HEAD and one ranged GET)."""
     fs, path = filesystem(uri)
@@ -127,6 +142,71 @@ def write_atomic(uri: str, data: bytes, *, durable: bool = True) -> None:
     else:  # an object store: one PUT is all-or-nothing, and there are no directories to create
         with fs.open_output_stream(path) as f:
             f.write(data)
+
+
+#: botocore S3 clients per (endpoint, region) and process, for conditional writes.
+_S3_CLIENTS: dict[tuple[str | None, str], object] = {}
+
+
+def exclusive_create_available(uri: str) -> bool:
+    """Whether ``create_exclusive`` works for ``uri``: local paths, and ``s3://`` with ``botocore``
+    installed (the ``s3`` extra; ``pyarrow.fs`` cannot send a conditional write)."""
+    if is_local(filesystem(uri)[0]):
+        return True
+    if not uri.startswith("s3://"):
+        return False
+    try:
+        import botocore  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def create_exclusive(uri: str, data: bytes) -> bool:
+    """Create ``uri`` holding ``data`` unless it exists (then False), atomically: of concurrent
+    callers exactly one gets True. Locally an ``O_EXCL`` create; on S3 a conditional PUT
+    (``If-None-Match: *``, through ``botocore``: S3, and S3-compatible stores that implement
+    conditional writes, answer 412 when the key exists). Not flushed to disk: claims need not
+    outlive a crash. Raises ``RuntimeError`` where it is not available (``exclusive_create_available``)."""
+    fs, path = filesystem(uri)
+    if is_local(fs):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return True
+    if not exclusive_create_available(uri):
+        raise RuntimeError(f"{uri}: an exclusive create needs a local path, or s3:// with botocore installed "
+                           "(pip install 'spark-windowing[s3]')")
+    from botocore.exceptions import ClientError
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    try:
+        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        return True
+    except ClientError as e:  # 412: the key exists; 409: a concurrent conditional write to it won
+        if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict") or \
+                e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
+            return False
+        raise
+
+
+def _s3_client():
+    """A botocore S3 client configured from the environment like ``_object_store``'s (endpoint,
+    region, credentials), one per process; retries like it (standard mode, 10 attempts)."""
+    import botocore.config
+    import botocore.session
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    client = _S3_CLIENTS.get((endpoint, region))
+    if client is None:
+        config = botocore.config.Config(retries={"mode": "standard", "max_attempts": 10},
+                                        s3={"addressing_style": "path"} if endpoint else None)
+        client = _S3_CLIENTS[(endpoint, region)] = botocore.session.get_session().create_client(
+            "s3", region_name=region, endpoint_url=endpoint, config=config)
+    return client
 
 
 def list_dir(uri: str) -> list[pafs.FileInfo]:
