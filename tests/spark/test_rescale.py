@@ -62,7 +62,7 @@ def _run_in_process(spark, case: str, shards: int, paths) -> None:
     assert not q.isActive and q.exception() is None, q.exception()
 
 
-@pytest.mark.parametrize("case", ["tumbling", pytest.param("session", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("case", ["tumbling", "session"])
 def test_rescale_2_5_3_gives_the_tables_of_an_unrescaled_run(spark, tmp_path, case):
     events = str(tmp_path / "events")
     for phase, (first, last) in enumerate([(0, 3), (3, 6), (6, 9)]):
@@ -100,7 +100,6 @@ def _kill_when(proc: subprocess.Popen, ready, timeout: float = 240) -> bool:
     return False
 
 
-@pytest.mark.slow  # two Spark processes of their own: 4-8 minutes on a shared 2-core machine
 def test_kill_9_during_the_first_batch_after_a_rescale_then_restart(spark, tmp_path):
     """The runs before the kill share this process's Spark session; the killed run and its restart
     are processes of their own (kill -9 takes the driver and its JVM)."""
