@@ -40,7 +40,9 @@ How it runs (one Spark query, its checkpoint the only thing to keep)::
   (name -> bytes) of the shard, through ``_MapStateIO``: a step reads the manifest and the
   buckets it needs, and writes the changed buckets' segment and a new manifest. Spark versions
   the state store with the checkpoint, so a replayed batch starts from the state its first
-  attempt started from.
+  attempt started from. A Python worker keeps a shard's store open between batches and reuses
+  it only when it is exactly the state Spark hands over (same step count, same manifest digest),
+  so a shard that stays on its worker does not reload its buckets each batch.
 * **Late and malformed rows, exactly once.** With ``lateDataPath`` the shard appends its step's
   late rows to that Delta table with a Delta application transaction (writer id from
   ``queryName`` or the spec, and the shard; version: the shard's step count, kept in the state):
@@ -83,13 +85,14 @@ from spark_windowing._arrow import field_type
 from spark_windowing._time import MAX_TIME, UNIT_FACTORS
 from spark_windowing.datasource import sharding
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
+from spark_windowing.datasource.option_reference import options_of
 from spark_windowing.datasource.option_values import int_option
 from spark_windowing.datasource.options import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.datasource.reader import append_late_rows, create_late_table
 from spark_windowing.errors import OptionError, WindowingError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore, collect_garbage
+from spark_windowing.store import StateStore, collect_garbage, manifest_digest, manifest_uri
 from spark_windowing.watermark import parse_watermark
 
 if TYPE_CHECKING:
@@ -102,11 +105,8 @@ WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
                   "statebuckets", "statememoryrows", "queryname")
-_SPELLED = {"accumulationmode": "accumulationMode", "keycolumns": "keyColumns", "timestampcolumn": "timestampColumn",
-            "timestampunit": "timestampUnit", "timestampcombiner": "timestampCombiner",
-            "allowedlateness": "allowedLateness", "fireonlyupdatedpanes": "fireOnlyUpdatedPanes",
-            "latedatapath": "lateDataPath", "malformedevents": "malformedEvents", "statebuckets": "stateBuckets",
-            "statememoryrows": "stateMemoryRows", "queryname": "queryName"}
+#: The documented spelling of each option (docs/options.md's registry), for error messages.
+_SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
 _WHY_UPSTREAM = ("an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given, "
                  "and keeps its state in the query's checkpoint")
@@ -114,6 +114,9 @@ _WHY_UPSTREAM = ("an upstream option of format(\"windowed\"): window(df) windows
 WM_COLUMN, SHARD_COLUMN = "__sw_wm", "__sw_shard"
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _ROOT = "state"  # the StateStore's root inside the shard's MapState names
+#: Stores kept open in this Python worker between micro-batches, by (writer, shard): used only
+#: when they are exactly the state Spark hands over (``_WindowProcessor._open``).
+_OPEN: dict[tuple[str, int], StateStore] = {}
 
 
 def _check_names(raw: dict[str, Any]) -> dict[str, str]:
@@ -289,6 +292,19 @@ class _WindowProcessor(StatefulProcessor):
                 pdf[f.name] = pdf[f.name].dt.tz_localize(self.tz)
         return pa.Table.from_pandas(pdf, schema=self.in_schema, preserve_index=False)
 
+    def _open(self, io: _MapStateIO, shard: int, seq: int) -> StateStore:
+        """The shard's store as of step ``seq``: this worker's open one when it is exactly the state
+        in Spark's state store (same step, same manifest digest: not a replay, not moved to
+        another worker in between), else opened from the state store's manifest."""
+        cached = _OPEN.pop((self.writer, shard), None)
+        if cached is not None and seq > 0 and cached.op.seq == seq:
+            blob = io.read_bytes(manifest_uri(_ROOT, seq), missing_ok=True)
+            if blob is not None and manifest_digest(blob) == cached.manifest_digest:
+                cached.io = io
+                return cached
+        return StateStore.open(self.spec, io, _ROOT, seq, self.in_schema, buckets=self.buckets,
+                               max_rows=self.memory_rows)
+
     def _step(self, key: Any, events: pa.Table | None, timer_values: Any, *, timer: bool) -> Iterator[Any]:
         seq, last_bt = self.meta.get() or (0, None)
         bt = int(timer_values.getCurrentProcessingTimeInMs())
@@ -297,8 +313,7 @@ class _WindowProcessor(StatefulProcessor):
         shard = int(key[0])
         wm_ms = int(timer_values.getCurrentWatermarkInMs())
         io = _MapStateIO(self.blobs)
-        store = StateStore.open(self.spec, io, _ROOT, seq, self.in_schema, buckets=self.buckets,
-                                max_rows=self.memory_rows)
+        store = self._open(io, shard, seq)
         key_hash = None
         if events is not None and self.spec.key_columns:
             key_hash = sharding.key_hash(events, self.spec.key_columns)
@@ -317,6 +332,8 @@ class _WindowProcessor(StatefulProcessor):
             append_late_rows(self.late_path, f"{self.writer}:shard-{shard}", seq + 1, pa.concat_tables(late))
         store.persist(seq + 1)
         collect_garbage(io, _ROOT, seq + 1)
+        store.evict()
+        _OPEN[(self.writer, shard)] = store
         self.meta.update((seq + 1, bt))
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
