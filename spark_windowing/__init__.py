@@ -41,7 +41,8 @@ def __getattr__(name: str):
     globals()[name] = value
     return value
 
-__all__ = ["register", "attach_progress", "ivy_settings_path", "OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
+
+__all__ = ["register", "window", "attach_progress", "ivy_settings_path", "OperatorSpec", "WindowedOperator", "StepResult", "snapshot", "restore", "OptionError",
            "SnapshotError", "WindowingError", "ProcessContext", "ProcessError"]
 __version__ = "0.1.0"
 
@@ -52,6 +53,14 @@ def register(spark):
     Imports pyspark only when called."""
     from spark_windowing.datasource import register as _register
     return _register(spark)
+
+
+def window(df, **options):
+    """Window the streaming DataFrame ``df`` with ``format("windowed")``'s operator options: a
+    streaming DataFrame of panes, state in the query's checkpoint
+    (``spark_windowing.datasource.window_df``). Imports pyspark only when called."""
+    from spark_windowing.datasource.window_df import window as _window
+    return _window(df, **options)
 
 
 def attach_progress(spark, *args, **kwargs):

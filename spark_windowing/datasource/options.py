@@ -119,13 +119,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     path = options.get("path")
     if kind.needs_path and not path:
         raise OptionError("path", path, f"the upstream location of the {source} source", why="required")
-    window = _require(options, "window", "a window spec, e.g. tumbling(1 minute)")
-    ts_col = options.get("timestampcolumn")
-    inherit = window.strip().lower() == "inherit"
-    if inherit and not ts_col:  # chained windowed queries: pane rows carry their time and watermark
-        ts_col = "pane_timestamp"
-    if inherit and not options.get("watermark"):
-        options["watermark"] = "column(watermark)"
+    window, ts_col = time_options(options)
     processing_time = not ts_col
     join, source2 = options.get("join"), options.get("source2")
     if join is not None and str(join).strip() and not (source2 and str(source2).strip()):
@@ -140,17 +134,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     if join and str(join).strip() and options.get("watermark", "").strip().lower().startswith("column"):
         raise OptionError("watermark", options["watermark"], "bounded(<delay>) or processing(<lag>) with join",
                           why="column watermarks are not merged across two streams in this version")
-    spec = OperatorSpec.from_options(
-        window=window, aggregate=options.get("aggregate"), process=options.get("process"),
-        evictor=options.get("evictor"),
-        trigger=options.get("trigger"), key_columns=options.get("keycolumns"),
-        timestamp_column=ts_col or PROC_TIME_COLUMN, timestamp_unit=options.get("timestampunit"),
-        accumulation_mode=options.get("accumulationmode", "discarding"),
-        allowed_lateness=options.get("allowedlateness", "0 seconds"),
-        timestamp_combiner=options.get("timestampcombiner", "end_of_window"),
-        fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"),
-        join=join if source2 else None, aggregate2=options.get("aggregate2"),
-        key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
+    spec = operator_spec(options, window, ts_col, join=join if source2 else None)
     wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
     state = _require(options, "stateLocation", "a URI such as /lake/_state/q1, s3://bucket/state/q1")
     settings = kind.parse_options(options, spec)
@@ -174,6 +158,37 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         malformed_events=_malformed_events(options.get("malformedevents")),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
+
+
+def time_options(options: dict[str, str]) -> tuple[str, str | None]:
+    """The ``window`` option (required) and the event-time column (None: processing time) of
+    lower-cased ``options``; ``window=inherit`` defaults them to the pane rows' own (and sets
+    ``watermark`` to ``column(watermark)`` in ``options`` when not given)."""
+    window = _require(options, "window", "a window spec, e.g. tumbling(1 minute)")
+    ts_col = options.get("timestampcolumn")
+    inherit = window.strip().lower() == "inherit"
+    if inherit and not ts_col:  # chained windowed queries: pane rows carry their time and watermark
+        ts_col = "pane_timestamp"
+    if inherit and not options.get("watermark"):
+        options["watermark"] = "column(watermark)"
+    return window, ts_col
+
+
+def operator_spec(options: dict[str, str], window: str, ts_col: str | None, *, join: str | None = None
+                  ) -> OperatorSpec:
+    """The operator's spec from lower-cased ``options`` (``time_options`` gives ``window`` and
+    ``ts_col``): the same parse for ``format("windowed")`` and ``spark_windowing.window(df)``."""
+    return OperatorSpec.from_options(
+        window=window, aggregate=options.get("aggregate"), process=options.get("process"),
+        evictor=options.get("evictor"),
+        trigger=options.get("trigger"), key_columns=options.get("keycolumns"),
+        timestamp_column=ts_col or PROC_TIME_COLUMN, timestamp_unit=options.get("timestampunit"),
+        accumulation_mode=options.get("accumulationmode", "discarding"),
+        allowed_lateness=options.get("allowedlateness", "0 seconds"),
+        timestamp_combiner=options.get("timestampcombiner", "end_of_window"),
+        fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"),
+        join=join, aggregate2=options.get("aggregate2"),
+        key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
 
 
 def _check_prefixed_options(options: dict[str, str], source: str) -> None:

@@ -90,7 +90,8 @@ def _registry(scope: str) -> set[str]:
 def test_reader_registry_names_the_options_the_reader_parses():
     from spark_windowing.datasource.options import KNOWN_OPTIONS
 
-    read = (_names_read("spark_windowing/datasource/options.py", {"parse_options", "_with_stream2"})
+    read = (_names_read("spark_windowing/datasource/options.py",
+                        {"parse_options", "_with_stream2", "time_options", "operator_spec"})
             | _names_read("spark_windowing/datasource/upstreams/generator.py", {"parse_generator_options"})
             | _names_read("spark_windowing/datasource/upstreams/kafka.py", {"parse_kafka_options", "KafkaUpstream.parse_options"})
             | _names_read("spark_windowing/datasource/maintenance.py", {"MaintenanceOptions.parse"}))

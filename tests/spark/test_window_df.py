@@ -1,0 +1,211 @@
+"""``spark_windowing.window(df, **options)`` against ``format("windowed")``: the same events (one
+parquet file per micro-batch, read by Spark's file source and by the windowed source), the same
+options, through real Spark; the panes and late rows must be equal (but for ``batch_seq`` and
+``batch_time``, which number and time each query's own micro-batches)."""
+
+from __future__ import annotations
+
+import os
+import random
+import uuid
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+import spark_windowing
+from spark_windowing.errors import OptionError
+from tests.spark._helpers import rows, run_panes
+
+pytestmark = pytest.mark.spark
+SEC = 1_000_000
+T0 = 1_700_000_000 * SEC
+SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
+DDL = "k string, ts timestamp, v long"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+#: What differs by construction between two queries: their micro-batches' numbers and times.
+RUN_COLUMNS = ("batch_seq", "batch_time")
+
+
+@pytest.fixture
+def rocksdb(spark):
+    """transformWithState needs RocksDB's state store provider (a session conf; restored after)."""
+    key = "spark.sql.streaming.stateStore.providerClass"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, ROCKSDB)
+    yield spark
+    if before is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, before)
+
+
+def write_bundles(directory, bundles: list[list[dict]]) -> None:
+    """One parquet file per bundle, named and timed in bundle order (both sources list by mtime)."""
+    os.makedirs(directory, exist_ok=True)
+    for i, b in enumerate(bundles):
+        path = os.path.join(directory, f"part-{i:04d}.parquet")
+        pq.write_table(pa.Table.from_pylist(b, schema=SCHEMA), path)
+        os.utime(path, ns=(1_600_000_000_000_000_000 + i * 10**9,) * 2)
+
+
+def make_bundles(seed: int, n_bundles: int = 6, per_bundle: int = 12) -> list[list[dict]]:
+    """Events moving forward ~4 s a bundle, 3 keys, some far behind (late), one without a time."""
+    rnd = random.Random(seed)
+    out = []
+    for b in range(n_bundles):
+        bundle = []
+        for _ in range(per_bundle):
+            # whole milliseconds: Spark keeps event times for its watermark in ms (window_df's docstring)
+            ts = T0 + b * 4 * SEC + rnd.randrange(-3000, 3000) * 1000
+            if rnd.random() < 0.2:  # behind the watermark: LATE panes, too_late rows
+                ts -= rnd.randrange(4000, 16000) * 1000
+            bundle.append({"k": rnd.choice("abc"), "ts": ts, "v": rnd.randrange(100)})
+        out.append(bundle)
+    out[3].append({"k": "a", "ts": None, "v": 7})  # malformed: no event time
+    return out
+
+
+def run_window_df(spark, path: str, options: dict, checkpoint: str) -> pa.Table:
+    df = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(path)
+    panes = df.transform(lambda d: spark_windowing.window(d, **options))
+    name = "w_" + uuid.uuid4().hex[:8]
+    q = (panes.writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
+         .trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive, "query did not finish in time"
+    assert q.exception() is None, q.exception()
+    return spark.table(name).toArrow()
+
+
+CASES = {
+    "tumbling": {"window": "tumbling(8 seconds)", "trigger": "AfterWatermark(early=AfterCount(3), late=AfterCount(1))",
+                 "accumulationMode": "accumulating", "allowedLateness": "6 seconds"},
+    "sliding": {"window": "sliding(8 seconds, 4 seconds)", "accumulationMode": "discarding"},
+    "session": {"window": "session(3 seconds)", "trigger": "AfterWatermark(early=AfterCount(2))",
+                "accumulationMode": "accumulating_and_retracting", "allowedLateness": "4 seconds"},
+    "global": {"window": "global", "trigger": "Repeatedly(AfterCount(4))", "accumulationMode": "accumulating"},
+    "count": {"window": "count(3)"},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_window_df_equals_format_windowed(rocksdb, tmp_path, case):
+    spark = rocksdb
+    events = str(tmp_path / "events")
+    write_bundles(events, make_bundles(list(CASES).index(case)))
+    common = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "sum(v) AS total, count(*) AS n",
+              "watermark": "bounded(2 seconds)", **CASES[case]}
+    want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
+                             "lateDataPath": str(tmp_path / "late_src"), "stateLocation": str(tmp_path / "state")},
+                     str(tmp_path / "chk_src"))
+    got = run_window_df(spark, events, {**common, "lateDataPath": str(tmp_path / "late_df")},
+                        str(tmp_path / "chk_df"))
+    assert got.schema.names == want.schema.names
+    assert want.num_rows > 0
+    assert rows(got, drop=RUN_COLUMNS) == rows(want, drop=RUN_COLUMNS)
+    late_want = DeltaTable(str(tmp_path / "late_src")).to_pyarrow_table()
+    late_got = DeltaTable(str(tmp_path / "late_df")).to_pyarrow_table()
+    assert rows(late_got, drop=RUN_COLUMNS) == rows(late_want, drop=RUN_COLUMNS)
+    assert "malformed" in late_got.column("reason").to_pylist()
+    if case == "tumbling":  # the data exercise every pane timing and rows too late for any window
+        assert set(got.column("pane_timing").to_pylist()) == {"EARLY", "ON_TIME", "LATE"}
+        assert "too_late" in late_got.column("reason").to_pylist()
+    if case == "session":
+        assert "RETRACTION" in got.column("kind").to_pylist()
+
+
+def test_window_df_over_a_stream_stream_join(rocksdb, tmp_path):
+    """A stream-stream join's output is windowed like the events themselves: the events joined
+    with themselves (each one matches itself in the batch that reads it) give format("windowed")'s
+    panes of the events."""
+    spark = rocksdb
+    events = str(tmp_path / "events")
+    bundles = make_bundles(7)
+    bundles[3] = [e for e in bundles[3] if e["ts"] is not None]  # a null time never joins
+    write_bundles(events, bundles)
+    common = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "sum(v) AS total, count(*) AS n",
+              "watermark": "bounded(2 seconds)", **CASES["tumbling"]}
+    want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
+                             "stateLocation": str(tmp_path / "state")}, str(tmp_path / "chk_src"))
+    left = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
+    right = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
+             .toDF("k2", "ts2", "v2"))
+    joined = left.join(right, (left.k == right.k2) & (left.ts == right.ts2) & (left.v == right.v2)).drop(
+        "k2", "ts2", "v2")
+    got = _run(spark_windowing.window(joined, **common), str(tmp_path / "chk_df"))
+    assert want.num_rows > 0
+    assert rows(got, drop=RUN_COLUMNS) == rows(want, drop=RUN_COLUMNS)
+
+
+def _run(panes, checkpoint: str, seconds: float | None = None) -> pa.Table:
+    spark = panes.sparkSession
+    name = "w_" + uuid.uuid4().hex[:8]
+    w = panes.writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
+    if seconds is None:
+        q = w.trigger(availableNow=True).start()
+        q.awaitTermination(240)
+        assert not q.isActive, "query did not finish in time"
+    else:
+        q = w.trigger(processingTime="1 second").start()
+        q.awaitTermination(seconds)
+        q.stop()
+    assert q.exception() is None, q.exception()
+    return spark.table(name).toArrow()
+
+
+def test_window_df_over_the_rate_source(rocksdb, tmp_path):
+    """Spark's rate source at 10 rows/s (one every 100 ms, values 0, 1, ...): every 1-second window
+    the watermark closed, but the first (the stream starts inside it), holds exactly 5 even and 5
+    odd values; their sum is the sum of the values with those timestamps."""
+    spark = rocksdb
+    df = (spark.readStream.format("rate").option("rowsPerSecond", 10).load()
+          .selectExpr("timestamp AS ts", "value", "CAST(value % 2 AS INT) AS parity"))
+    panes = spark_windowing.window(df, window="tumbling(1 second)", timestampColumn="ts", keyColumns="parity",
+                                   aggregate="count(*) AS n, min(value) AS lo, max(value) AS hi, sum(value) AS s")
+    got = _run(panes, str(tmp_path / "chk"), seconds=8).to_pylist()
+    assert {p["pane_timing"] for p in got} == {"ON_TIME"}
+    first = min(p["window_start"] for p in got)
+    full = [p for p in got if p["window_start"] != first]
+    assert len(full) >= 4, got
+    for p in full:
+        assert p["n"] == 5
+        assert p["lo"] % 2 == p["hi"] % 2 == p["parity"] and p["hi"] - p["lo"] == 8
+        assert p["s"] == sum(range(p["lo"], p["hi"] + 1, 2))
+
+
+@pytest.mark.parametrize("options,option,why", [
+    ({"source": "kafka"}, "source", "upstream option"),
+    ({"path": "/x"}, "path", "upstream option"),
+    ({"stateLocation": "/x"}, "stateLocation", "checkpoint"),
+    ({"kafka.bootstrap.servers": "h:1"}, "kafka.bootstrap.servers", "upstream option"),
+    ({"watermark": "processing(5 seconds)"}, "watermark", "event times"),
+    ({"watermarkIdleTimeout": "1 minute"}, "watermarkIdleTimeout", "idle timeout"),
+    ({"trigger": "AfterWatermark(early=AfterProcessingTime(1 minute))"}, "trigger", "processing-time"),
+    ({"malformedEvents": "fail-if-all"}, "malformedEvents", "shard"),
+    ({"timestampColumn": None}, "timestampColumn", "event time"),
+    ({"keyColumns": "nope"}, "keyColumns", "no column"),
+])
+def test_window_df_refuses_what_it_cannot_do(rocksdb, options, option, why):
+    df = rocksdb.readStream.format("rate").load().withColumnRenamed("timestamp", "ts")
+    given = {"window": "tumbling(1 minute)", "timestampColumn": "ts", "aggregate": "count(*) AS n", **options}
+    with pytest.raises(OptionError) as e:
+        spark_windowing.window(df, **{k: v for k, v in given.items() if v is not None})
+    assert e.value.option == option and why in str(e.value)
+
+
+def test_window_df_names_the_state_store_it_needs(spark):
+    key = "spark.sql.streaming.stateStore.providerClass"
+    assert spark.conf.get(key, None) != ROCKSDB  # the session's default (HDFS-backed) provider
+    df = spark.readStream.format("rate").load()
+    with pytest.raises(OptionError, match="RocksDBStateStoreProvider"):
+        spark_windowing.window(df, window="tumbling(1 minute)", timestampColumn="timestamp")
+
+
+def test_window_df_option_names_are_case_insensitive(rocksdb):
+    df = rocksdb.readStream.format("rate").load()
+    panes = spark_windowing.window(df, WINDOW="tumbling(1 minute)", TimestampColumn="timestamp",
+                                   AGGREGATE="sum(value) AS s", keycolumns="value")
+    assert panes.isStreaming
+    assert panes.columns[:3] == ["value", "window_start", "window_end"] and "s" in panes.columns
