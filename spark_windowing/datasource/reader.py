@@ -43,6 +43,7 @@ from spark_windowing.datasource import layout, rescale, sharding, storage
 from spark_windowing.datasource.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                malformed_sample, recorded_options)
 from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
+from spark_windowing.datasource.late_table import append_late_rows, create_late_table
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource.maintenance import maintain, upkeep_due
 from spark_windowing.datasource._types import arrow_to_spark_schema
@@ -401,35 +402,9 @@ def ensure_late_table(cfg: SourceConfig) -> None:
         create_late_table(cfg.late_data_path, WindowedOperator(cfg.spec, input_schema(cfg)).late_schema())
 
 
-def create_late_table(path: str, schema: pa.Schema) -> None:
-    """Create the late-data Delta table at ``path`` with ``schema``, empty, unless it exists."""
-    if _is_delta_table(path):
-        return
-    from deltalake import write_deltalake
-    write_deltalake(path, schema.empty_table(), mode="append", schema_mode="merge")
-
-
 def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:
     """Append late rows to the late-data Delta table exactly once per (shard, batch)."""
     append_late_rows(cfg.late_data_path, f"spark-windowing-late:{cfg.state_location}:shard-{shard}", seq, late)
-
-
-def append_late_rows(path: str, app_id: str, seq: int, late: pa.Table) -> None:
-    """Append ``late`` to the Delta table at ``path`` unless the writer ``app_id`` has already
-    committed its batch ``seq`` (Delta's application transaction, committed with the rows): a
-    replayed batch appends nothing twice."""
-    from deltalake import CommitProperties, Transaction, write_deltalake
-
-    from spark_windowing.datasource._delta import open_table, user_metadata
-    table = open_table(path)   # one log read: the check and the append's snapshot
-    if table is not None:
-        done = table.transaction_version(app_id)
-        if done is not None and done >= seq:
-            return
-    write_deltalake(path if table is None else table, late, mode="append", schema_mode="merge",
-                    commit_properties=CommitProperties(app_transactions=[Transaction(app_id, seq)],
-                                                       custom_metadata=user_metadata(app_id, seq),
-                                                       max_commit_retries=50))
 
 
 def _is_delta_table(uri: str) -> bool:

@@ -2,8 +2,7 @@
 streaming DataFrame (Spark's Kafka source + ``from_json``, a join, a filter, the rate source),
 with state and exactly-once through Spark's own checkpoint.
 
->>> # doctest: +SKIP
->>> panes = spark_windowing.window(events, window="tumbling(1 minute)", aggregate="count(*) AS n",
+>>> panes = spark_windowing.window(events, window="tumbling(1 minute)", aggregate="count(*) AS n",  # doctest: +SKIP
 ...                                timestampColumn="event_time", keyColumns="user_id")
 
 The options are ``format("windowed")``'s operator options, case-insensitive, parsed by the same
@@ -74,6 +73,7 @@ build one otherwise.
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -88,7 +88,7 @@ from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_ar
 from spark_windowing.datasource.option_reference import options_of
 from spark_windowing.datasource.option_values import int_option
 from spark_windowing.datasource.options import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
-from spark_windowing.datasource.reader import append_late_rows, create_late_table
+from spark_windowing.datasource.late_table import append_late_rows, create_late_table
 from spark_windowing.errors import OptionError, WindowingError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.spec import OperatorSpec
@@ -256,6 +256,12 @@ class _MapStateIO:
         self.cache.pop(uri, None)
 
 
+#: ``OperatorSpec.describe()`` keys -> the option that sets them (for the changed-spec error).
+_SPEC_OPTIONS = {"window": "window", "trigger": "trigger", "accumulation_mode": "accumulationMode",
+                 "allowed_lateness_us": "allowedLateness", "timestamp_combiner": "timestampCombiner",
+                 "keys": "keyColumns"}
+
+
 class _WindowProcessor(StatefulProcessor):
     """One key shard's operator: ``handleInputRows`` steps it with the shard's rows of the batch,
     ``handleExpiredTimer`` with none (a watermark passed a window's timer)."""
@@ -270,7 +276,9 @@ class _WindowProcessor(StatefulProcessor):
         self.blobs = handle.getMapState("sw_state", StructType([StructField("name", StringType())]),
                                         StructType([StructField("data", BinaryType())]))
         self.meta = handle.getValueState("sw_meta", StructType([StructField("seq", LongType()),
-                                                                StructField("batch_time", LongType())]))
+                                                                StructField("batch_time", LongType()),
+                                                                StructField("shards", LongType()),
+                                                                StructField("spec", StringType())]))
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         frames = [f for f in rows if len(f)]
@@ -292,6 +300,28 @@ class _WindowProcessor(StatefulProcessor):
                 pdf[f.name] = pdf[f.name].dt.tz_localize(self.tz)
         return pa.Table.from_pandas(pdf, schema=self.in_schema, preserve_index=False)
 
+    def _check_recorded(self, shards: int | None, spec: str | None) -> None:
+        """The checkpoint's state was written with one shard count and windowing spec: another
+        would route keys to shards holding none of their state, or read it under other rules."""
+        if shards is not None and shards != self.shards:
+            raise OptionError("shards", self.shards, f"{shards}, the value this checkpoint's state was written with",
+                              why="window(df) keeps each key shard's state in the query's checkpoint, so the shard "
+                                  "count is fixed for the checkpoint's life; to change it, start with a new "
+                                  "checkpointLocation")
+        if spec is not None and json.loads(spec)["fingerprint"] != self.spec.fingerprint():
+            recorded, now = json.loads(spec), json.loads(self._recorded_spec())
+            changed = [k for k in _SPEC_OPTIONS if recorded.get(k) != now.get(k)] or ["aggregate"]
+            option = _SPEC_OPTIONS.get(changed[0], changed[0])
+            raise OptionError(option, now.get(changed[0], "(changed)"),
+                              f"{recorded.get(changed[0], 'the value')} (what this checkpoint's state was written with)",
+                              why=f"the windowing spec changed since the checkpoint was written "
+                                  f"({', '.join(_SPEC_OPTIONS.get(k, k) for k in changed)}); keep it, or start with "
+                                  "a new checkpointLocation")
+
+    def _recorded_spec(self) -> str:
+        return json.dumps({"fingerprint": self.spec.fingerprint(), **self.spec.describe()}, sort_keys=True,
+                          default=str)
+
     def _open(self, io: _MapStateIO, shard: int, seq: int) -> StateStore:
         """The shard's store as of step ``seq``: this worker's open one when it is exactly the state
         in Spark's state store (same step, same manifest digest: not a replay, not moved to
@@ -306,7 +336,8 @@ class _WindowProcessor(StatefulProcessor):
                                max_rows=self.memory_rows)
 
     def _step(self, key: Any, events: pa.Table | None, timer_values: Any, *, timer: bool) -> Iterator[Any]:
-        seq, last_bt = self.meta.get() or (0, None)
+        seq, last_bt, shards, spec = self.meta.get() or (0, None, None, None)
+        self._check_recorded(shards, spec)
         bt = int(timer_values.getCurrentProcessingTimeInMs())
         if timer and last_bt == bt:  # this batch's input call stepped the shard already
             return
@@ -334,7 +365,7 @@ class _WindowProcessor(StatefulProcessor):
         collect_garbage(io, _ROOT, seq + 1)
         store.evict()
         _OPEN[(self.writer, shard)] = store
-        self.meta.update((seq + 1, bt))
+        self.meta.update((seq + 1, bt, self.shards, self._recorded_spec()))
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
         next_event, _ = store.next_timers()

@@ -209,3 +209,30 @@ def test_window_df_option_names_are_case_insensitive(rocksdb):
                                    AGGREGATE="sum(value) AS s", keycolumns="value")
     assert panes.isStreaming
     assert panes.columns[:3] == ["value", "window_start", "window_end"] and "s" in panes.columns
+
+
+@pytest.mark.parametrize("change,option", [({"shards": "3"}, "'shards' = 3"),
+                                           ({"window": "tumbling(4 seconds)"}, "'window' = 'tumbling(4 seconds")])
+def test_a_restart_with_another_shard_count_or_window_is_refused_naming_it(rocksdb, tmp_path, change, option):
+    """The checkpoint holds each key shard's state: another shard count would route keys to shards
+    without their state, another spec would read it under other rules. Refused, named, in the
+    first micro-batch of the restart."""
+    events = str(tmp_path / "events")
+    bundles = make_bundles(7, n_bundles=4)
+    write_bundles(events, bundles[:2])
+    first = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "count(*) AS n", "shards": "2",
+             "window": "tumbling(8 seconds)", "watermark": "bounded(2 seconds)"}
+
+    def run(options: dict):   # a file sink: a query that restarts from its checkpoint
+        df = rocksdb.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
+        q = (spark_windowing.window(df, **options).writeStream.format("parquet")
+             .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "chk"))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(240)   # raises the query's failure
+        assert not q.isActive, "query did not finish in time"
+
+    run(first)
+    write_bundles(events, bundles)   # more input for the restart
+    with pytest.raises(Exception) as failed:
+        run({**first, **change})
+    assert option in str(failed.value) and "checkpoint" in str(failed.value), str(failed.value)[-1500:]
