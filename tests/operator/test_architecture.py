@@ -192,3 +192,12 @@ def test_long_operator_modules_and_functions_say_why():
 
 def test_long_plugin_modules_and_functions_say_why():
     assert _long_without_reason("spark_windowing.datasource") == []
+
+
+def test_test_modules_have_unique_names():
+    """The test directories are not packages: pytest imports each test file by its base name, and
+    a second file of the same name anywhere under tests/ stops the whole run at collection."""
+    from collections import Counter
+    from pathlib import Path
+    names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
+    assert [n for n, count in names.items() if count > 1] == []
