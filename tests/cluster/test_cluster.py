@@ -210,6 +210,7 @@ def test_whole_worker_killed_mid_stream(object_store, cluster, upstream, clean, 
         cluster.wait_workers(2)
     assert re.search(r"Lost executor|lost|Removed", out), "no executor was lost"
     assert _content(object_store, "wkill") == clean["content"]
+    print("\nstate reloads per micro-batch, a worker killed after batch 3:", _reloads(object_store, "wkill", range(12)))
 
 
 @pytest.mark.slow
@@ -313,9 +314,15 @@ def test_shards_are_claimed_by_conditional_writes_on_s3(object_store, clean):
             claims[int(m.group(1))].add(int(m.group(2)))
     assert len(claims) >= VERSIONS
     assert all(shards == set(range(SHARDS)) for shards in claims.values()), dict(claims)
-    reloads = {}
-    for b in sorted(claims):
-        raw = [storage.read_bytes(object_store.uri(f"cluster/clean/state/reports/{b}/shard-{s}.json"), missing_ok=True)
+    print("\nstate reloads per micro-batch (s3:// state, claims by conditional writes):",
+          _reloads(object_store, "clean", sorted(claims)))
+
+
+def _reloads(store: ObjectStore, run: str, batches) -> dict[int, int]:
+    """Batch -> how many shards reloaded their state from the store (the shards' reports)."""
+    out = {}
+    for b in batches:
+        raw = [storage.read_bytes(store.uri(f"cluster/{run}/state/reports/{b}/shard-{s}.json"), missing_ok=True)
                for s in range(SHARDS)]
-        reloads[b] = sum(json.loads(x).get("state_reloads", 0) for x in raw if x is not None)
-    print("\nstate reloads per micro-batch (s3:// state, claims by conditional writes):", reloads)
+        out[b] = sum(json.loads(x).get("state_reloads", 0) for x in raw if x is not None)
+    return out
