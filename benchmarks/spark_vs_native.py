@@ -326,10 +326,11 @@ def main(argv: list[str] | None = None) -> None:
     spark.stop()
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=4_000_000)
-    ap.add_argument("--keys", type=int, default=10_000)
+def add_run_args(ap: argparse.ArgumentParser, *, events: int, keys: int) -> None:
+    """The arguments every engine comparison over generated files takes (here and in
+    ``window_df_vs_native.py``): the data, the micro-batches, the shards, which kinds, how many runs."""
+    ap.add_argument("--events", type=int, default=events)
+    ap.add_argument("--keys", type=int, default=keys)
     ap.add_argument("--files", type=int, default=40)
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--disorder", type=int, default=5, help="max out-of-orderness, seconds")
@@ -337,6 +338,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--dir", default=os.path.join("out", "bench"))
     ap.add_argument("--only", default=None, help="tumbling | sliding | session")
     ap.add_argument("--runs", type=int, default=3, help="timed runs of each engine per window kind")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_args(ap, events=4_000_000, keys=10_000)
     ap.add_argument("--engines", default=",".join(ENGINES), help="any of native,rocksdb,ours")
     ap.add_argument("--no-operator", action="store_true", help="skip the operator-alone timing")
     ap.add_argument("--state-memory-rows", type=int, default=0, help="ours: stateMemoryRows (spilling)")

@@ -31,7 +31,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from spark_vs_native import (CASES, HDFS, ROCKSDB, collect_garbage, generate, run_native,  # noqa: E402
+from spark_vs_native import (CASES, HDFS, ROCKSDB, add_run_args, collect_garbage, generate, run_native,  # noqa: E402
                              run_ours, timed)
 
 ENGINES = ("native", "rocksdb", "ours", "window_df")
@@ -131,15 +131,7 @@ def print_summary(name: str, times: dict[str, list[float]], events: int) -> None
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--events", type=int, default=20_000_000)
-    ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--files", type=int, default=40)
-    ap.add_argument("--batches", type=int, default=10)
-    ap.add_argument("--disorder", type=int, default=5, help="max out-of-orderness, seconds")
-    ap.add_argument("--shards", type=int, default=2)
-    ap.add_argument("--dir", default=os.path.join("out", "bench"))
-    ap.add_argument("--only", default=None, help="tumbling | sliding | session")
-    ap.add_argument("--runs", type=int, default=3, help="timed runs of each engine per window kind")
+    add_run_args(ap, events=20_000_000, keys=100_000)
     ap.add_argument("--engines", default=",".join(ENGINES), help="any of " + ",".join(ENGINES))
     ap.add_argument("--driver-memory", default="6g")
     return ap.parse_args(argv)

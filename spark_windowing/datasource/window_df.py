@@ -270,6 +270,7 @@ class _WindowProcessor(StatefulProcessor):
         self.spec, self.in_schema, self.writer, self.tz = spec, in_schema, writer, tz
         self.shards, self.buckets, self.memory_rows = cfg["shards"], cfg["buckets"], cfg["memory_rows"]
         self.late_path, self.malformed = cfg["late_path"], cfg["malformed"]
+        self._spec_record: str | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -308,7 +309,7 @@ class _WindowProcessor(StatefulProcessor):
                               why="window(df) keeps each key shard's state in the query's checkpoint, so the shard "
                                   "count is fixed for the checkpoint's life; to change it, start with a new "
                                   "checkpointLocation")
-        if spec is not None and json.loads(spec)["fingerprint"] != self.spec.fingerprint():
+        if spec is not None and json.loads(spec)["fingerprint"] != json.loads(self._recorded_spec())["fingerprint"]:
             recorded, now = json.loads(spec), json.loads(self._recorded_spec())
             changed = [k for k in _SPEC_OPTIONS if recorded.get(k) != now.get(k)] or ["aggregate"]
             option = _SPEC_OPTIONS.get(changed[0], changed[0])
@@ -319,8 +320,11 @@ class _WindowProcessor(StatefulProcessor):
                                   "a new checkpointLocation")
 
     def _recorded_spec(self) -> str:
-        return json.dumps({"fingerprint": self.spec.fingerprint(), **self.spec.describe()}, sort_keys=True,
-                          default=str)
+        """What the checkpoint records of the spec (fingerprint and readable fields); computed once."""
+        if self._spec_record is None:
+            self._spec_record = json.dumps({"fingerprint": self.spec.fingerprint(), **self.spec.describe()},
+                                           sort_keys=True, default=str)
+        return self._spec_record
 
     def _open(self, io: _MapStateIO, shard: int, seq: int) -> StateStore:
         """The shard's store as of step ``seq``: this worker's open one when it is exactly the state

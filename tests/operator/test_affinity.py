@@ -27,19 +27,27 @@ def test_a_retried_partition_runs_the_shard_it_claimed(tmp_path):
     assert claim_shard(d, partition=1, preferred=[1], shards=2) == 0
 
 
-def test_partitions_racing_for_the_same_shard_still_cover_every_shard_once(tmp_path):
-    d, n, got = str(tmp_path), 8, {}
+def race_partitions(n: int, claim) -> dict[int, int]:
+    """Partitions 0..n-1 call ``claim(partition)`` at the same moment, one thread each; partition ->
+    the shard it got."""
+    got: dict[int, int] = {}
     barrier = threading.Barrier(n)
 
     def task(p):
         barrier.wait()
-        got[p] = claim_shard(d, partition=p, preferred=[3], shards=n)
+        got[p] = claim(p)
 
     threads = [threading.Thread(target=task, args=(p,)) for p in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    return got
+
+
+def test_partitions_racing_for_the_same_shard_still_cover_every_shard_once(tmp_path):
+    d, n = str(tmp_path), 8
+    got = race_partitions(n, lambda p: claim_shard(d, partition=p, preferred=[3], shards=n))
     assert sorted(got.values()) == list(range(n))
     assert [claim_shard(d, partition=p, preferred=[], shards=n) for p in range(n)] == [got[p] for p in range(n)]
 

@@ -5,12 +5,12 @@ partition runs the shard it claimed, and the driver reads the shards' reports in
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.affinity import claim_shard_conditional, shard_to_run
 from tests.objectstore import count
+from tests.operator.test_affinity import race_partitions
 
 
 def _dir(object_store) -> str:
@@ -40,18 +40,8 @@ def test_claims_prefer_held_shards_then_the_own_number_and_a_retry_keeps_its_sha
 
 
 def test_partitions_racing_on_the_object_store_cover_every_shard_once(object_store):
-    d, n, got = _dir(object_store), 8, {}
-    barrier = threading.Barrier(n)
-
-    def task(p):
-        barrier.wait()
-        got[p] = claim_shard_conditional(d, partition=p, preferred=[3], shards=n)
-
-    threads = [threading.Thread(target=task, args=(p,)) for p in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    d, n = _dir(object_store), 8
+    got = race_partitions(n, lambda p: claim_shard_conditional(d, partition=p, preferred=[3], shards=n))
     assert sorted(got.values()) == list(range(n))
 
 
