@@ -6,7 +6,7 @@
 
 Runs the source's driver side as Spark calls it per micro-batch, without Spark and with small
 data (the ``generator`` upstream, 1000 events per batch): ``latestOffset`` (reads every shard's
-report of the previous batch), ``partitions`` (plans the batch, one partition per shard) and
+reports of the previous batch: one listing), ``partitions`` (plans the batch, one partition per shard) and
 ``commit`` (garbage collection every ``GC_EVERY`` batches: one listing per shard). The shards'
 work is not run; each batch writes one report per shard, as the shards would, outside the timed
 part. Prints, per shard count, the median and 90th percentile per batch of offsets+reports,
@@ -25,21 +25,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(ROOT, "benchmarks")]
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
 
-def _report(seq: int) -> bytes:
+def _report(seq: int) -> dict:
     """A shard report of the size a real one has (``reader._shard_report``)."""
-    return json.dumps({"events_in": 500, "panes_trigger": 10, "panes_retraction": 0, "late_dropped": 0,
-                       "malformed": 0, "watermark_us": 1_700_000_000_000_000 + seq, "state_rows": 1000,
-                       "state_bytes": 4096, "duration_ms": 12.5, "max_event_us": 1_700_000_000_000_000 + seq * 1000,
-                       "max_col_us": None, "max_event2_us": None, "next_event_timer": 1_800_000_000_000_000,
-                       "next_proc_timer": 9_223_372_036_854_775_807, "time_malformed": 0, "time_sample": None,
-                       "read_ms": 1.0, "step_ms": 5.0, "snapshot_ms": 3.0, "state_reloads": 0}).encode()
+    return {"events_in": 500, "panes_trigger": 10, "panes_retraction": 0, "late_dropped": 0, "malformed": 0,
+            "watermark_us": 1_700_000_000_000_000 + seq, "state_rows": 1000, "state_bytes": 4096,
+            "duration_ms": 12.5, "max_event_us": 1_700_000_000_000_000 + seq * 1000, "max_col_us": None,
+            "max_event2_us": None, "next_event_timer": 1_800_000_000_000_000,
+            "next_proc_timer": 9_223_372_036_854_775_807, "time_malformed": 0, "time_sample": None,
+            "read_ms": 1.0, "step_ms": 5.0, "snapshot_ms": 3.0, "state_reloads": 0}
 
 
 def measure(shards: int, batches: int, state: str, counter=None) -> dict:
@@ -47,7 +46,7 @@ def measure(shards: int, batches: int, state: str, counter=None) -> dict:
     so far), requests per batch."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_windowing.datasource import layout, storage
+    from spark_windowing.datasource import shard_reports
     from spark_windowing.datasource.reader import WindowedStreamReader
 
     options = {"source": "generator", "eventsPerBatch": "1000", "keys": "100", "window": "tumbling(1 minute)",
@@ -64,8 +63,7 @@ def measure(shards: int, batches: int, state: str, counter=None) -> dict:
         reader.partitions(start, end)
         t2 = time.perf_counter()
         for shard in range(shards):  # the shards' reports (executor work, not timed)
-            storage.write_atomic(layout.report_uri(state, int(end["seq"]), shard), _report(int(end["seq"])),
-                                 durable=False)
+            shard_reports.write_report(state, int(end["seq"]), shard, _report(int(end["seq"])))
         between = counter() if counter else 0
         t3 = time.perf_counter()
         reader.commit(end)

@@ -4,7 +4,9 @@ A query's state location ``S`` (``stateLocation``)::
 
     S/spec.json                         shard count, key buckets and spec fingerprint it was written with
     S/shards/<shard:04d>/               one state store per shard (``spark_windowing.store``)
-    S/reports/<seq>/shard-<i>.json      what each shard's step did in micro-batch ``seq`` (progress)
+    S/reports/<seq>/shard-<i>.<summary>.json
+                                        what each shard's step did in micro-batch ``seq``; the name
+                                        carries what the driver plans from (``shard_reports``)
     S/claims/<seq>/shard-<i>            which partition ran shard ``i`` in micro-batch ``seq`` (``affinity``)
     S/sources/manifest.json             the file source's file list (``sources2``: a join's stream 2)
 
@@ -19,8 +21,8 @@ A pane sink's root ``P`` (``writeStream.format("windowed")``)::
 Every commit the sink makes carries the micro-batch id as custom commit metadata
 (:data:`BATCH_ID_KEY`); a ``source=panes`` upstream reads it back to find complete batches.
 
->>> report_uri("s3://b/state", 7, 2)
-'s3://b/state/reports/7/shard-2.json'
+>>> reports_dir("s3://b/state", 7)
+'s3://b/state/reports/7'
 >>> table_uri("/lake/panes", CURRENT)
 '/lake/panes/current'
 """
@@ -89,10 +91,6 @@ def claims_dir(state: str, seq: int | None = None) -> str:
     """The shard claims directory, or that of micro-batch ``seq``."""
     base = f"{state.rstrip('/')}/{CLAIMS_DIR}"
     return base if seq is None else f"{base}/{int(seq)}"
-
-
-def report_uri(state: str, seq: int, shard: int) -> str:
-    return f"{reports_dir(state, seq)}/shard-{shard}.json"
 
 
 def source_manifest(state: str, sources_dir: str = SOURCES_DIR) -> str:

@@ -20,8 +20,8 @@ Connect, listeners run on the server, so the lines land in the server's output).
 
 Where the numbers come from (the stream reader's contract): every offset of the windowed source is
 a JSON object ``{"windowed": 1, "seq": <batch sequence>, "state": "<stateLocation URI>", ...}``;
-after the micro-batch ending at the offset with ``seq`` N has run, shard *i* has written
-``<state>/reports/<N>/shard-<i>.json`` with ``events_in``, ``panes_trigger``,
+after the micro-batch ending at the offset with ``seq`` N has run, shard *i* has written its
+report under ``<state>/reports/<N>/`` (``shard_reports``: ``shard-<i>.<summary>.json``) with ``events_in``, ``panes_trigger``,
 ``panes_retraction``, ``late_dropped``, ``malformed``, ``watermark_us`` (UTC µs or null),
 ``state_rows``, ``state_bytes`` and ``duration_ms``, and where that time went: ``read_ms``,
 ``step_ms``, ``snapshot_ms``, and ``state_reloads`` (1 when the shard read its state back from
@@ -46,7 +46,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from spark_windowing.datasource.layout import REPORTS_DIR, reports_dir
 from spark_windowing.datasource.sink_metrics import format_bytes, format_sink_metrics, read_batch_metrics
-from spark_windowing.datasource.storage import filesystem
+from spark_windowing.datasource import storage
+from spark_windowing.datasource.shard_reports import latest_report_files
 
 __all__ = ["BatchReport", "read_batch_report", "format_progress", "progress_lines", "format_bytes",
            "WindowedProgressListener", "attach_progress", "REPORTS_DIR"]
@@ -106,21 +107,17 @@ class BatchReport:
 
 
 def read_batch_report(state: str, seq: int) -> BatchReport | None:
-    """Sum ``<state>/reports/<seq>/shard-*.json``; ``None`` if no shard has written a report.
+    """Sum the shard reports of micro-batch ``seq`` (``shard_reports``); ``None`` if no shard has written one.
 
     ``state`` is the query's ``stateLocation``: a local path (with or without ``file://``) or a
     URI ``pyarrow.fs`` understands (``s3://``, ``abfss://``, ``hdfs://``). A report file that is
     not valid JSON or lacks a field raises ``ValueError`` naming the file.
     """
-    import pyarrow.fs as pafs
-
-    fs, root = filesystem(state)
-    directory = reports_dir(root, seq)
-    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-    paths = sorted(i.path for i in infos if i.type == pafs.FileType.File and _is_shard_file(i.path))
-    if not paths:
+    files = latest_report_files(state, seq)
+    if not files:
         return None
-    shards = [_read_shard(fs, path) for path in paths]
+    uris = [files[shard] for shard in sorted(files)]
+    shards = [_parse_shard(uri, raw) for uri, raw in zip(uris, storage.read_many(uris))]
     watermarks = [s["watermark_us"] for s in shards if s["watermark_us"] is not None]
     return BatchReport(seq=int(seq), shards=len(shards),
                        **{f: sum(s[f] for s in shards) for f in _COUNT_FIELDS},
@@ -316,14 +313,7 @@ def _windowed_offset(raw: Any) -> dict | None:
     return raw if isinstance(raw, dict) and "windowed" in raw else None
 
 
-def _is_shard_file(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.startswith("shard-") and name.endswith(".json")
-
-
-def _read_shard(fs, path: str) -> dict:
-    with fs.open_input_stream(path) as f:
-        raw = f.read()
+def _parse_shard(path: str, raw: bytes) -> dict:
     try:
         data = json.loads(raw)
     except ValueError as e:

@@ -39,7 +39,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import layout, rescale, sharding, storage
+from spark_windowing.datasource import layout, rescale, shard_reports, sharding, storage
 from spark_windowing.datasource.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                malformed_sample, recorded_options)
 from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
@@ -96,10 +96,6 @@ class ShardPartition(InputPartition):
 
 def store_root(cfg: SourceConfig, shard: int) -> str:
     return layout.store_root(cfg.state_location, shard)
-
-
-def report_uri(cfg: SourceConfig, seq: int, shard: int) -> str:
-    return layout.report_uri(cfg.state_location, seq, shard)
 
 
 class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -205,16 +201,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return rescale.shards_of(offset, self._recorded_shards)
 
     def _reports(self, seq: int, shards: int) -> list[dict]:
-        """Every shard's report of batch ``seq`` (read in parallel: ``storage.read_many``)."""
-        out = []
-        blobs = storage.read_many([report_uri(self.cfg, seq, shard) for shard in range(shards)], missing_ok=True)
-        for shard, raw in enumerate(blobs):
-            if raw is None:
-                raise SnapshotError(f"missing shard report {report_uri(self.cfg, seq, shard)} for completed "
-                                    f"batch {seq}; was the state location {self.cfg.state_location} cleaned "
-                                    "or changed while the checkpoint refers to it?")
-            out.append(json.loads(raw))
-        return out
+        """Every shard's report of batch ``seq``, from one listing (``shard_reports.read_driver_reports``)."""
+        return shard_reports.read_driver_reports(self.cfg.state_location, seq, shards)
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         planned = self.up.plan(start["up"], end["up"])
@@ -304,7 +292,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         report.update(read_ms=_ms(t_read - t0), step_ms=_ms(t_late - t_read),
                       snapshot_ms=_ms(time.perf_counter() - t_late), state_reloads=int(reloaded))
         report.update(upstream_report)  # e.g. Kafka's per-partition maxima
-        storage.write_atomic(report_uri(cfg, int(end["seq"]), shard), json.dumps(report).encode(), durable=False)
+        shard_reports.write_report(cfg.state_location, int(end["seq"]), shard, report)
         release_arrow_memory()
 
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
@@ -461,7 +449,7 @@ def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
 
 
 def _shard_report(store, events_in: int, m: dict[str, int], written: int, t0: float, maxima: _Maxima) -> dict:
-    """The shard's report of a micro-batch (``reports/<seq>/shard-<i>.json``): counts for the
+    """The shard's report of a micro-batch (``shard_reports``): counts for the
     progress line, and the maxima and next timers the driver's next ``latestOffset`` reads."""
     ev_timer, pt_timer = store.next_timers()
     op = store.op

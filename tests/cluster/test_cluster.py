@@ -26,8 +26,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from spark_windowing.datasource import storage
-from tests.objectstore import ObjectStore, free_port
+from tests.objectstore import ObjectStore, count, free_port
 from tests.sparkcluster import SPARK_HOME, SparkCluster, _children
 
 pytestmark = pytest.mark.spark
@@ -153,9 +152,9 @@ def _puts_per_batch(requests) -> dict[int, Counter]:
 
 def test_requests_per_micro_batch_follow_the_shards(clean):
     """Per micro-batch and shard: one manifest and one report PUT, a segment PUT only when the
-    shard's state changed; reads are a few per shard (the start manifest, the reports on the
-    driver; segments only when a shard's task lands on an executor that does not hold its state);
-    listing only for garbage collection, every 10 batches."""
+    shard's state changed; reads are a few per shard (the start manifest; segments only when a
+    shard's task lands on an executor that does not hold its state); the driver lists the reports
+    once per batch and reads none (``shard_reports``); garbage collection lists, every 10 batches."""
     puts = _puts_per_batch(clean["requests"])
     batches = sorted(puts)
     totals = Counter(r.kind for r in clean["requests"])
@@ -165,8 +164,11 @@ def test_requests_per_micro_batch_follow_the_shards(clean):
     for b in batches:
         assert puts[b]["manifest"] == SHARDS and puts[b]["report"] == SHARDS, (b, puts[b])
         assert puts[b]["segment"] <= SHARDS, (b, puts[b])
-    assert totals["LIST"] <= SHARDS + 2                              # one garbage collection round
+    # the driver lists each batch's reports once; garbage collection lists once per shard (one round)
+    assert totals["LIST"] <= len(batches) + 1 + SHARDS + 2
     assert totals["GET"] + totals["HEAD"] <= len(batches) * SHARDS * 8
+    report_reads = count(clean["requests"], r"/reports/")
+    assert report_reads["GET"] + report_reads["HEAD"] == 0, report_reads  # the names carry what the driver reads
 
 
 def _run_with_fault(store: ObjectStore, cluster: SparkCluster, upstream: str, tmp_path, run: str, fault) -> str:
@@ -320,9 +322,7 @@ def test_shards_are_claimed_by_conditional_writes_on_s3(object_store, clean):
 
 def _reloads(store: ObjectStore, run: str, batches) -> dict[int, int]:
     """Batch -> how many shards reloaded their state from the store (the shards' reports)."""
-    out = {}
-    for b in batches:
-        raw = [storage.read_bytes(store.uri(f"cluster/{run}/state/reports/{b}/shard-{s}.json"), missing_ok=True)
-               for s in range(SHARDS)]
-        out[b] = sum(json.loads(x).get("state_reloads", 0) for x in raw if x is not None)
-    return out
+    from spark_windowing.datasource.progress import read_batch_report
+
+    reports = {b: read_batch_report(store.uri(f"cluster/{run}/state"), b) for b in batches}
+    return {b: r.state_reloads for b, r in reports.items() if r is not None}
