@@ -9,7 +9,10 @@ over partitions) and Spark's stream-wide one close the same windows.
 Spark's Kafka connector (``spark-sql-kafka-0-10``) is published on Maven Central per Spark
 version, and not (yet) for the newest pyspark, so this test lives with the interoperability tests
 that ``scripts/test.sh`` runs in its second virtualenv (pyspark 4.2, see ``scripts/_setup_delta.sh``):
-the native job runs on that pyspark with the connector of the same version."""
+the native job runs on that pyspark with the connector of the same version.
+
+``spark_windowing.window(df)`` over Spark's Kafka source + ``from_json`` (issue #28) gives the same
+windows too: one ON_TIME pane each (the default trigger; no late data), equal to ours."""
 
 from __future__ import annotations
 
@@ -31,34 +34,56 @@ HERE = Path(__file__).resolve().parent
 MAX_OFFSETS = "50"  # per micro-batch on both sides: several batches, watermarks advancing between them
 
 
-def _native(kafka_broker, topic: str, window: str, tmp_path) -> list[list]:
-    out = tmp_path / f"native-{window.replace(':', '-')}.json"
+def _native(kafka_broker, topic: str, window: str, tmp_path, engine: str = "native") -> list[list]:
+    out = tmp_path / f"{engine}-{window.replace(':', '-')}.json"
     env = {**os.environ, "PYTHONPATH": str(HERE.parents[1]), "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable}
     proc = subprocess.run([sys.executable, str(HERE / "_kafka_native_job.py"), kafka_broker.bootstrap, topic,
-                           str(out), window, "5", MAX_OFFSETS], env=env, capture_output=True, text=True, timeout=600)
+                           str(out), window, "5", MAX_OFFSETS, engine], env=env, capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return sorted(json.loads(out.read_text()))
 
 
-def test_same_on_time_windows_as_sparks_kafka_source_and_native_windows(delta_spark, kafka_broker, tmp_path):
+def _topic(kafka_broker) -> str:
+    """A 2-partition topic of 120 JSON records, 5 keys, about one record every 0.7 s of event time,
+    up to 3 s out of order; each partition ends with a record far ahead."""
     topic = new_topic(kafka_broker, partitions=2)
     rnd = random.Random(3)
     rows = []
-    for i in range(120):  # 5 keys, about one record every 0.7 s of event time, up to 3 s disorder
+    for i in range(120):
         rows.append({"k": f"k{rnd.randrange(5)}", "ts": T0 + i * 700_000 - rnd.randrange(3 * SEC), "v": i, "id": i})
     rows += [{"k": "end", "ts": T0 + 1000 * SEC, "v": 0, "id": 1000 + p} for p in range(2)]
     produce_json(kafka_broker, topic, rows, partition_of=lambda r: r["id"] % 2)
-    for window, opt in [("tumbling:10", "tumbling(10 seconds)"), ("session:4", "session(4 seconds)")]:
+    return topic
+
+
+def _ours_on_time(delta_spark, kafka_broker, topic: str, window: str, tmp_path) -> list[list]:
+    opt = {"tumbling:10": "tumbling(10 seconds)", "session:4": "session(4 seconds)"}[window]
+    ours = run_panes(delta_spark, {
+        "source": "kafka", "kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic,
+        "startingOffsets": "earliest", "maxOffsetsPerTrigger": MAX_OFFSETS, "schema": "k string, ts long, v long, id long",
+        "timestampColumn": "ts", "timestampUnit": "us", "keyColumns": "k", "window": opt,
+        "aggregate": "count(*) AS n, sum(v) AS total", "watermark": "bounded(5 seconds)",
+        "stateLocation": str(tmp_path / f"state-{window}")}, str(tmp_path / f"chk-{window}"))
+    assert len(offsets(str(tmp_path / f"chk-{window}"))) >= 3, window  # several micro-batches
+    return sorted([r["k"], micros(r["window_start"]), micros(r["window_end"]), r["n"], r["total"]]
+                  for r in ours.to_pylist() if r["pane_timing"] == "ON_TIME")
+
+
+def test_same_on_time_windows_as_sparks_kafka_source_and_native_windows(delta_spark, kafka_broker, tmp_path):
+    topic = _topic(kafka_broker)
+    for window in ("tumbling:10", "session:4"):
         native = _native(kafka_broker, topic, window, tmp_path)
-        ours = run_panes(delta_spark, {
-            "source": "kafka", "kafka.bootstrap.servers": kafka_broker.bootstrap, "subscribe": topic,
-            "startingOffsets": "earliest", "maxOffsetsPerTrigger": MAX_OFFSETS, "schema": "k string, ts long, v long, id long",
-            "timestampColumn": "ts", "timestampUnit": "us", "keyColumns": "k", "window": opt,
-            "aggregate": "count(*) AS n, sum(v) AS total", "watermark": "bounded(5 seconds)",
-            "stateLocation": str(tmp_path / f"state-{window}")}, str(tmp_path / f"chk-{window}"))
-        on_time = sorted([r["k"], micros(r["window_start"]), micros(r["window_end"]), r["n"], r["total"]]
-                         for r in ours.to_pylist() if r["pane_timing"] == "ON_TIME")
-        assert len(offsets(str(tmp_path / f"chk-{window}"))) >= 3, window  # several micro-batches
         assert len(native) > 8, window
-        assert on_time == native, window
+        assert _ours_on_time(delta_spark, kafka_broker, topic, window, tmp_path) == native, window
+
+
+def test_window_df_over_sparks_kafka_source_and_from_json_gives_the_same_windows(delta_spark, kafka_broker,
+                                                                                   tmp_path):
+    topic = _topic(kafka_broker)
+    panes = _native(kafka_broker, topic, "session:4", tmp_path, engine="window_df")
+    assert {p[5] for p in panes} == {"ON_TIME"}, panes
+    got = sorted(p[:5] for p in panes)
+    assert len(got) > 8
+    assert got == _ours_on_time(delta_spark, kafka_broker, topic, "session:4", tmp_path)
