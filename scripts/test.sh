@@ -7,10 +7,16 @@
 #   2. the Delta interoperability tests (tests/delta: delta-spark, DuckDB's Delta extension) in
 #      .venv-delta, on the newest pyspark that delta-spark supports (see scripts/_setup_delta.sh).
 #      Step 2 runs when no arguments are given, or with SPARK_WINDOWING_DELTA_TESTS=1 (same args).
+#
+# Each step runs in SPARK_WINDOWING_TEST_WORKERS (default 2) pytest-xdist processes, a test file per
+# process at a time (--dist loadfile: a file's module fixtures are built once); much of the suite
+# waits on JVMs, brokers and killed processes, so two processes on two cores finish sooner.
+# SPARK_WINDOWING_TEST_WORKERS=0 runs each in one process.
 source "$(dirname "${BASH_SOURCE[0]}")/_setup.sh"
 cd "$ROOT"
 set +e
-"$VENV/bin/python" -m pytest -m "not slow" "$@"
+PARALLEL=(-n "${SPARK_WINDOWING_TEST_WORKERS:-2}" --dist loadfile)
+"$VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" "$@"
 rc=$?
 set -e
 if [ $# -eq 0 ] || [ "${SPARK_WINDOWING_DELTA_TESTS:-}" = 1 ]; then
@@ -18,9 +24,9 @@ if [ $# -eq 0 ] || [ "${SPARK_WINDOWING_DELTA_TESTS:-}" = 1 ]; then
   export PYSPARK_PYTHON="$DELTA_VENV/bin/python" PYSPARK_DRIVER_PYTHON="$DELTA_VENV/bin/python"
   set +e
   if [ $# -eq 0 ]; then
-    "$DELTA_VENV/bin/python" -m pytest -m "not slow" tests/delta
+    "$DELTA_VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" tests/delta
   else
-    "$DELTA_VENV/bin/python" -m pytest -m "not slow" "$@"
+    "$DELTA_VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" "$@"
   fi
   rc_delta=$?
   set -e

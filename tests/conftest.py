@@ -9,8 +9,9 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def spark():
-    """A local SparkSession (2 cores) with the ``windowed`` format registered."""
+def spark(tmp_path_factory):
+    """A local SparkSession (2 cores) with the ``windowed`` format registered; its warehouse in the
+    session's temporary directory (the suite runs in parallel processes: ``scripts/test.sh``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -25,6 +26,7 @@ def spark():
                .config("spark.driver.memory", "2g")
                .config("spark.sql.streaming.stopTimeout", "30s")
                .config("spark.python.worker.reuse", "true")
+               .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     spark_windowing.register(session)
