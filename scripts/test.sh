@@ -14,13 +14,26 @@
 # SPARK_WINDOWING_TEST_WORKERS=0 runs each in one process.
 source "$(dirname "${BASH_SOURCE[0]}")/_setup.sh"
 cd "$ROOT"
-set +e
+DELTA_STEP=""
+if [ $# -eq 0 ] || [ "${SPARK_WINDOWING_DELTA_TESTS:-}" = 1 ]; then
+  DELTA_STEP=1   # its virtualenv is set up in the background while step 1 runs
+  DELTA_SETUP_LOG="$(mktemp)"
+  ( source "$ROOT/scripts/_setup_delta.sh" ) > "$DELTA_SETUP_LOG" 2>&1 &
+  DELTA_SETUP_PID=$!
+fi
 PARALLEL=(-n "${SPARK_WINDOWING_TEST_WORKERS:-2}" --dist loadfile)
+set +e
 "$VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" "$@"
 rc=$?
 set -e
-if [ $# -eq 0 ] || [ "${SPARK_WINDOWING_DELTA_TESTS:-}" = 1 ]; then
-  source "$ROOT/scripts/_setup_delta.sh"
+if [ -n "$DELTA_STEP" ]; then
+  if ! wait "$DELTA_SETUP_PID"; then
+    cat "$DELTA_SETUP_LOG"
+    echo "[setup] setting up the Delta virtualenv failed (scripts/_setup_delta.sh)" >&2
+    exit 1
+  fi
+  cat "$DELTA_SETUP_LOG"
+  source "$ROOT/scripts/_setup_delta.sh"   # done already: sets DELTA_VENV
   export PYSPARK_PYTHON="$DELTA_VENV/bin/python" PYSPARK_DRIVER_PYTHON="$DELTA_VENV/bin/python"
   set +e
   if [ $# -eq 0 ]; then

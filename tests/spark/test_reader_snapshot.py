@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxFiles
 
-from spark_windowing.datasource import affinity
+from spark_windowing.datasource import affinity, shard_reports
 from spark_windowing.datasource.reader import WindowedStreamReader, stream_schema
 from spark_windowing.store import StateStore, manifest_uri
 
@@ -93,8 +93,8 @@ def _batches(r: WindowedStreamReader, n: int, forget: list[int] | None):
                 affinity._STORES.pop((state, shard), None)
             panes += [(row["k"], row["window_start"], row["s"]) for b in r.read(p) for row in b.to_pylist()]
         seq = str(end["seq"])
-        reloads = {int(f[6:-5]): json.loads((Path(state) / "reports" / seq / f).read_text())["state_reloads"]
-                   for f in os.listdir(Path(state) / "reports" / seq)}
+        reloads = {shard: json.loads(Path(uri).read_text())["state_reloads"]
+                   for shard, uri in shard_reports.latest_report_files(state, int(seq)).items()}
         claims = {int(f[6:]): int(os.readlink(Path(state) / "claims" / seq / f))
                   for f in os.listdir(Path(state) / "claims" / seq)}
         out.append((sorted(panes), reloads, claims))

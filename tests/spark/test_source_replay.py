@@ -78,7 +78,7 @@ def test_kill_9_and_restart_gives_the_panes_of_an_uninterrupted_run(tmp_path):
     rnd = random.Random(5)
     kills = 0
     for attempt in range(8):
-        code = _run(tmp_path, "crash", rnd.uniform(6.0, 13.0) if kills < 3 else None)
+        code = _run(tmp_path, "crash", rnd.uniform(6.0, 13.0) if kills < 2 else None)
         if code == 0:
             break
         assert code == -9
