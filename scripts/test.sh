@@ -8,10 +8,11 @@
 #      .venv-delta, on the newest pyspark that delta-spark supports (see scripts/_setup_delta.sh).
 #      Step 2 runs when no arguments are given, or with SPARK_WINDOWING_DELTA_TESTS=1 (same args).
 #
-# Each step runs in SPARK_WINDOWING_TEST_WORKERS (default 2) pytest-xdist processes, a test file per
-# process at a time (--dist loadfile: a file's module fixtures are built once); much of the suite
-# waits on JVMs, brokers and killed processes, so two processes on two cores finish sooner.
-# SPARK_WINDOWING_TEST_WORKERS=0 runs each in one process.
+# Step 1 runs in SPARK_WINDOWING_TEST_WORKERS (default 2) pytest-xdist processes, a test file per
+# process at a time (--dist loadfile: a file's module fixtures are built once); much of it waits
+# on JVMs, brokers and killed processes, so two processes on two cores finish sooner (34:51 ->
+# 25:40 on 2026-11-25). SPARK_WINDOWING_TEST_WORKERS=0 runs it in one process. Step 2 runs in one
+# process: its delta-spark queries keep the JVM busy, and two of them at once took 9:07 against 7:21.
 source "$(dirname "${BASH_SOURCE[0]}")/_setup.sh"
 cd "$ROOT"
 DELTA_STEP=""
@@ -37,9 +38,9 @@ if [ -n "$DELTA_STEP" ]; then
   export PYSPARK_PYTHON="$DELTA_VENV/bin/python" PYSPARK_DRIVER_PYTHON="$DELTA_VENV/bin/python"
   set +e
   if [ $# -eq 0 ]; then
-    "$DELTA_VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" tests/delta
+    "$DELTA_VENV/bin/python" -m pytest -m "not slow" -p no:xdist tests/delta
   else
-    "$DELTA_VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" "$@"
+    "$DELTA_VENV/bin/python" -m pytest -m "not slow" -p no:xdist "$@"
   fi
   rc_delta=$?
   set -e
