@@ -7,17 +7,6 @@ import sys
 
 import pytest
 
-#: The test files that take longest (kill -9 and restarts, the standalone cluster, fresh Spark
-#: processes), longest first: collected before the rest, so that the two pytest-xdist processes of
-#: scripts/test.sh (a file at a time) start on them and neither is left with one alone at the end.
-LONG_FIRST = ("tests/cluster/test_cluster.py", "tests/spark/test_sink_crash.py", "tests/spark/test_source_replay.py",
-              "tests/spark/test_rescale.py", "tests/spark/test_window_df_crash.py", "tests/spark/test_no_register.py",
-              "tests/spark/test_examples.py", "tests/spark/test_window_df.py", "tests/spark/test_wheel.py",
-              "tests/spark/test_docs_blocks.py", "tests/spark/test_kafka.py", "tests/spark/test_source.py",
-              "tests/delta/test_kafka_parity.py", "tests/delta/test_delta_streaming_downstream.py",
-              "tests/delta/test_pane_tables_delta_spark.py", "tests/delta/test_delta_upstream_from_delta_spark.py")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 #: Every Spark driver JVM the tests start (this session's and those of the jobs they run as
 #: processes of their own, which inherit the environment; spark-submit passes SPARK_SUBMIT_OPTS to
 #: the JVM it starts) compiles with C1 only and one GC thread: the tests' JVMs live seconds to
@@ -25,12 +14,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: 2026-11-25: tests/spark/test_source.py 138 CPU-s instead of 164 (same wall time alone), two
 #: fresh-process tests of test_no_register.py 28 user-s instead of 43.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-
-
-def pytest_collection_modifyitems(config, items) -> None:
-    """Run the files of :data:`LONG_FIRST` first, in that order (the rest keep theirs)."""
-    rank = {path: i for i, path in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), ROOT), len(rank)))
 
 
 @pytest.fixture(scope="session")

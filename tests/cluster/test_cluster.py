@@ -178,12 +178,18 @@ def _run_with_fault(store: ObjectStore, cluster: SparkCluster, upstream: str, tm
     mark = store.proxy.mark()
     with open(tmp_path / f"{run}.log", "ab") as log:
         proc = _start(_config(store, cluster, upstream, run, tmp_path), log)
-        _wait_for_manifest(store, run, 3, mark)
-        store.proxy.delay(0.4)                 # tasks now spend seconds waiting on the store
-        time.sleep(3)
-        fault()
-        store.proxy.delay(0)
-        code = proc.wait(300)
+        try:
+            _wait_for_manifest(store, run, 3, mark)
+            store.proxy.delay(0.4)                 # tasks now spend seconds waiting on the store
+            time.sleep(3)
+            fault()
+            store.proxy.delay(0)
+            code = proc.wait(300)
+        finally:  # a fault or a wait that failed leaves no job (driver and JVM) running behind the test
+            store.proxy.delay(0)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     out = (tmp_path / f"{run}.log").read_text(errors="replace")
     assert code == 0, out[-4000:]
     return out

@@ -202,11 +202,3 @@ def test_test_modules_have_unique_names():
     names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
     assert [n for n, count in names.items() if count > 1] == []
 
-
-def test_the_files_run_first_exist():
-    """tests/conftest.py's LONG_FIRST orders the parallel run by file path: a renamed file would
-    silently fall back to its place in the collection."""
-    from pathlib import Path
-    from tests.conftest import LONG_FIRST
-    root = Path(__file__).resolve().parents[2]
-    assert [p for p in LONG_FIRST if not (root / p).is_file()] == []
