@@ -7,14 +7,6 @@ import sys
 
 import pytest
 
-#: Every Spark driver JVM the tests start (this session's and those of the jobs they run as
-#: processes of their own, which inherit the environment; spark-submit passes SPARK_SUBMIT_OPTS to
-#: the JVM it starts) compiles with C1 only and one GC thread: the tests' JVMs live seconds to
-#: minutes on small data, where C2's compiler threads cost more CPU than they win. Measured on
-#: 2026-11-25: tests/spark/test_source.py 138 CPU-s instead of 164 (same wall time alone), two
-#: fresh-process tests of test_no_register.py 28 user-s instead of 43.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
