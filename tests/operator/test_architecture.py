@@ -201,4 +201,3 @@ def test_test_modules_have_unique_names():
     from pathlib import Path
     names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
     assert [n for n, count in names.items() if count > 1] == []
-
