@@ -80,34 +80,35 @@ def write_report(state: str, seq: int, shard: int, report: dict[str, Any]) -> No
 
 def latest_report_files(state: str, seq: int) -> dict[int, str]:
     """Shard -> the URI of its report of micro-batch ``seq``, from one listing (newest name wins)."""
-    directory = layout.reports_dir(state, seq)
-    newest: dict[int, tuple[float, str, str]] = {}
-    for info in storage.list_dir(directory):
-        parsed = parse_report_name(info.base_name)
-        if parsed is None:
-            continue
-        mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
-        key = (mtime, info.base_name, f"{directory}/{info.base_name}")
-        if parsed[0] not in newest or key > newest[parsed[0]]:
-            newest[parsed[0]] = key
-    return {shard: key[2] for shard, key in newest.items()}
+    return {shard: uri for shard, (uri, _) in _latest(state, seq).items()}
 
 
 def read_driver_reports(state: str, seq: int, shards: int) -> list[dict[str, Any]]:
     """Every shard's report of completed micro-batch ``seq``, as far as the driver needs it: the
     name's summary where it has one, else the body (read in parallel, ``storage.read_many``).
     A shard without a report is a :class:`SnapshotError` (the state location was cleaned or changed)."""
-    files = latest_report_files(state, seq)
-    missing = [s for s in range(shards) if s not in files]
+    latest = _latest(state, seq)
+    missing = [s for s in range(shards) if s not in latest]
     if missing:
         raise SnapshotError(f"missing shard report of shard {missing[0]} under {layout.reports_dir(state, seq)} "
                             f"for completed batch {seq}; was the state location {state} cleaned or changed "
                             "while the checkpoint refers to it?")
-    out: list[dict[str, Any] | None] = []
-    for shard in range(shards):
-        parsed = parse_report_name(files[shard].rsplit("/", 1)[-1])
-        out.append(parsed[1] if parsed is not None else None)
+    out = [latest[s][1] for s in range(shards)]
     bodies = [s for s in range(shards) if out[s] is None]
-    for shard, raw in zip(bodies, storage.read_many([files[s] for s in bodies])):
+    for shard, raw in zip(bodies, storage.read_many([latest[s][0] for s in bodies])):
         out[shard] = json.loads(raw)
     return out  # type: ignore[return-value]
+
+
+def _latest(state: str, seq: int) -> dict[int, tuple[str, dict[str, int | None] | None]]:
+    """Shard -> (URI, summary or None) of its newest report of micro-batch ``seq``: one listing."""
+    directory = layout.reports_dir(state, seq)
+    newest: dict[int, tuple[float, str, dict[str, int | None] | None]] = {}
+    for info in storage.list_dir(directory):
+        parsed = parse_report_name(info.base_name)
+        if parsed is None:
+            continue
+        key = (info.mtime.timestamp() if info.mtime is not None else 0.0, info.base_name, parsed[1])
+        if parsed[0] not in newest or key[:2] > newest[parsed[0]][:2]:
+            newest[parsed[0]] = key
+    return {shard: (f"{directory}/{name}", summary) for shard, (_, name, summary) in newest.items()}

@@ -270,7 +270,10 @@ class _WindowProcessor(StatefulProcessor):
         self.spec, self.in_schema, self.writer, self.tz = spec, in_schema, writer, tz
         self.shards, self.buckets, self.memory_rows = cfg["shards"], cfg["buckets"], cfg["memory_rows"]
         self.late_path, self.malformed = cfg["late_path"], cfg["malformed"]
-        self._spec_record: str | None = None
+        # what the checkpoint records of the spec (fingerprint and readable fields), computed once
+        self._fingerprint = spec.fingerprint()
+        self._spec_record = json.dumps({"fingerprint": self._fingerprint, **spec.describe()}, sort_keys=True,
+                                       default=str)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -309,8 +312,8 @@ class _WindowProcessor(StatefulProcessor):
                               why="window(df) keeps each key shard's state in the query's checkpoint, so the shard "
                                   "count is fixed for the checkpoint's life; to change it, start with a new "
                                   "checkpointLocation")
-        if spec is not None and json.loads(spec)["fingerprint"] != json.loads(self._recorded_spec())["fingerprint"]:
-            recorded, now = json.loads(spec), json.loads(self._recorded_spec())
+        if spec is not None and json.loads(spec)["fingerprint"] != self._fingerprint:
+            recorded, now = json.loads(spec), json.loads(self._spec_record)
             changed = [k for k in _SPEC_OPTIONS if recorded.get(k) != now.get(k)] or ["aggregate"]
             option = _SPEC_OPTIONS.get(changed[0], changed[0])
             raise OptionError(option, now.get(changed[0], "(changed)"),
@@ -318,13 +321,6 @@ class _WindowProcessor(StatefulProcessor):
                               why=f"the windowing spec changed since the checkpoint was written "
                                   f"({', '.join(_SPEC_OPTIONS.get(k, k) for k in changed)}); keep it, or start with "
                                   "a new checkpointLocation")
-
-    def _recorded_spec(self) -> str:
-        """What the checkpoint records of the spec (fingerprint and readable fields); computed once."""
-        if self._spec_record is None:
-            self._spec_record = json.dumps({"fingerprint": self.spec.fingerprint(), **self.spec.describe()},
-                                           sort_keys=True, default=str)
-        return self._spec_record
 
     def _open(self, io: _MapStateIO, shard: int, seq: int) -> StateStore:
         """The shard's store as of step ``seq``: this worker's open one when it is exactly the state
@@ -369,7 +365,7 @@ class _WindowProcessor(StatefulProcessor):
         collect_garbage(io, _ROOT, seq + 1)
         store.evict()
         _OPEN[(self.writer, shard)] = store
-        self.meta.update((seq + 1, bt, self.shards, self._recorded_spec()))
+        self.meta.update((seq + 1, bt, self.shards, self._spec_record))
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
         next_event, _ = store.next_timers()
