@@ -17,6 +17,7 @@ is formatted on first start and kept in ``DIR`` (a restart keeps the topics and 
 from __future__ import annotations
 
 import base64
+import fcntl
 import glob
 import os
 import shutil
@@ -47,10 +48,21 @@ def _ivy_jar() -> str:
 
 
 def kafka_lib(version: str = KAFKA_VERSION) -> Path:
-    """The directory of the broker's jars, fetched from Maven Central on first use."""
+    """The directory of the broker's jars, fetched from Maven Central on first use. Processes that
+    start at once (pytest-xdist workers, the two steps of scripts/test.sh) fetch it one at a time:
+    the first fetches under an exclusive lock, the others wait for it and reuse its result."""
     lib = CACHE / f"kafka-{version}" / "lib"
     if (lib / ".complete").exists():
         return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    with open(lib.parent / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes, or the process dies
+        if not (lib / ".complete").exists():
+            _fetch(version, lib)
+    return lib
+
+
+def _fetch(version: str, lib: Path) -> None:
     tmp = lib.with_name(f"lib.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     settings = Path(__file__).resolve().parents[1] / "spark_windowing" / "datasource" / "ivysettings.xml"
@@ -63,9 +75,8 @@ def kafka_lib(version: str = KAFKA_VERSION) -> Path:
     for extra in list(tmp.glob("*-javadoc.jar")) + list(tmp.glob("*-sources.jar")):
         extra.unlink()
     (tmp / ".complete").write_text(version)
-    shutil.rmtree(lib, ignore_errors=True)
+    shutil.rmtree(lib, ignore_errors=True)   # an interrupted earlier fetch's leftovers
     tmp.rename(lib)
-    return lib
 
 
 def free_port() -> int:
