@@ -129,6 +129,30 @@ class StateStore:
         store._load_manifest(blob, uri)
         return store
 
+    def catch_up(self, blob: bytes, uri: str) -> int:
+        """Bring this store, which holds an earlier snapshot of the same shard, to the snapshot
+        whose manifest is ``blob`` (at ``uri``), reading nothing else up front: a key bucket whose
+        segment range the manifest still names holds the same rows, so it stays in memory; the
+        others are dropped from memory and read back when a step needs them, as spilled buckets
+        are. Scalars and operator extras come from the manifest. Returns the buckets dropped.
+
+        For a Python worker whose copy of a shard is older than the batch's start (Spark ran the
+        batches in between in another worker): it reads what those batches changed, not the whole
+        state. Any segment range it still names is exactly what this store wrote or read, because
+        segments are never overwritten."""
+        assert not self.dirty.any(), "catch_up() on a store with unsaved changes"
+        old_op, old_loc, was_resident = self.op, self.loc, self.resident.copy()
+        self._load_manifest(blob, uri)
+        if self.op is not old_op:   # the manifest's input schema differs: nothing in memory is reusable
+            self._schema = None
+            return int(was_resident.sum())
+        keep = was_resident & np.array([old_loc.get(b) == self.loc.get(b) for b in range(self.n_buckets)])
+        if self.op.num_windows:
+            bucket = self.op.table.bucket
+            self.op.drop_rows(~(keep[bucket] & (bucket >= 0)))
+        self.resident |= keep
+        return int((was_resident & ~keep).sum())
+
     def _load_manifest(self, blob: bytes, uri: str) -> None:
         if not blob.startswith(MANIFEST_MAGIC) or len(blob) < len(MANIFEST_MAGIC) + 64:
             raise SnapshotError(f"{uri}: not a spark-windowing state manifest (bad magic or truncated)")
@@ -297,14 +321,26 @@ class StateStore:
 
     # ------------------------------------------------------------------ loading and spilling
     def _read(self, uri: str, off: int, length: int, sha: str | None, what: str) -> bytes:
-        try:
-            raw = self.io.read_range(uri, off, length)
-        except FileNotFoundError:
-            raise SnapshotError(f"missing state segment {uri} ({what}): the state location must not "
-                                "be cleaned or changed while the query's checkpoint refers to it") from None
-        if len(raw) != length or (sha is not None and _checksum(raw) != sha):
-            raise SnapshotError(f"{uri}: corrupt state segment ({what}: checksum mismatch or truncated)")
-        return raw
+        return self._read_checked(uri, off, length,
+                                  lambda raw: None if sha is None or _checksum(raw) == sha else what, what)
+
+    def _read_checked(self, uri: str, off: int, length: int, bad: Any, what: str) -> bytes:
+        """Bytes ``off``..``off + length`` of ``uri``; ``bad(raw)`` names what fails its checksum
+        (None: intact). An ``io`` that serves copies (``spark_windowing.datasource.local_copies``)
+        may drop a copy that fails (``io.drop_copy(uri)`` returns True); the range is then read
+        once more from the source."""
+        for retry in (False, True):
+            try:
+                raw = self.io.read_range(uri, off, length)
+            except FileNotFoundError:
+                raise SnapshotError(f"missing state segment {uri} ({what}): the state location must not "
+                                    "be cleaned or changed while the query's checkpoint refers to it") from None
+            problem = what if len(raw) != length else bad(raw)
+            if problem is None:
+                return raw
+            if retry or not getattr(self.io, "drop_copy", lambda _uri: False)(uri):
+                break
+        raise SnapshotError(f"{uri}: corrupt state segment ({problem}: checksum mismatch or truncated)")
 
     def _load(self, buckets: np.ndarray) -> None:
         """Read ``buckets`` back: one ranged read per segment file (spanning its wanted buckets),
@@ -316,15 +352,19 @@ class StateStore:
         for name, members in by_file.items():
             lo = min(self.loc[b][1] for b in members)
             hi = max(self.loc[b][1] + self.loc[b][2] for b in members)
-            span = self._read(f"{self.root}/{name}", lo, hi - lo, None, "key buckets")
+
+            def first_bad(span: bytes, members: list[int] = members, lo: int = lo) -> str | None:
+                for b in members:
+                    _, off, length, sha = self.loc[b]
+                    if sha is not None and _checksum(span[off - lo:off - lo + length]) != sha:
+                        return f"key bucket {b}"
+                return None
+
+            span = self._read_checked(f"{self.root}/{name}", lo, hi - lo, first_bad, "key buckets")
             schema, batches = self._row_schema(self.omitted.get(name)), []
             for b in members:
-                _, off, length, sha = self.loc[b]
-                raw = span[off - lo:off - lo + length]
-                if len(raw) != length or (sha is not None and _checksum(raw) != sha):
-                    raise SnapshotError(f"{self.root}/{name}: corrupt state segment (key bucket {b}: "
-                                        "checksum mismatch or truncated)")
-                batches.append(pa.ipc.read_record_batch(pa.py_buffer(raw), schema))
+                _, off, length, _ = self.loc[b]
+                batches.append(pa.ipc.read_record_batch(pa.py_buffer(span[off - lo:off - lo + length]), schema))
             parts.append(table_to_cols(self.op, pa.Table.from_batches(batches, schema)))
         if parts:
             keys = pa.concat_tables([k for k, _ in parts])
@@ -469,6 +509,10 @@ class StateStore:
 
     def referenced_files(self) -> set[str]:
         return {v[0] for v in self.loc.values()}  # plus the newest segment file (operator extras)
+
+    def snapshot_files(self) -> set[str]:
+        """Every segment file the latest snapshot reads: the key buckets' and the operator extras'."""
+        return self.referenced_files() | ({self._extra_loc[0]} if self._extra_loc else set())
 
 
 #: Key buckets are LZ4-compressed Arrow IPC record batch messages (Spark's state store

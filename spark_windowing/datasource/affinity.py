@@ -2,8 +2,10 @@
 
 Each Python worker keeps the state stores it has open (``keep_open``, ``take_open``): the next
 micro-batch of a shard that lands on the same worker continues from memory instead of reading
-the shard's state back (Spark's state store providers do the same on executors). A store is only
-reused when its offset and manifest match the batch's start (``spark_windowing.datasource.reader.open_store``).
+the shard's state back (Spark's state store providers do the same on executors). A store is
+reused as it is when its offset and manifest match the batch's start, and brought up to it when it
+is older (``spark_windowing.datasource.reader.open_store``, ``StateStore.catch_up``: only the key
+buckets written since are read back).
 
 Spark hands the tasks of a micro-batch to whichever Python workers are idle, in the order the
 workers came free. So the worker that ran shard 0 in one batch runs shard 1 in the next about
@@ -18,8 +20,10 @@ shards one each:
 
 * a partition that has claimed a shard in this batch before (a retried task, a replayed batch)
   runs that shard again;
-* otherwise it tries the shards its worker holds as of the batch's start, then the shard of its
-  own number, then the others in order, and runs the first it gets.
+* otherwise it tries the shards its worker holds as of the batch's start, then those it holds as
+  of an earlier batch, then those whose snapshot at the batch's start its executor wrote (on an
+  object store: ``local_copies``), then the shard of its own number, then the others in order, and
+  runs the first it gets.
 
 Everything a shard writes (its snapshot, report and late rows) is named by the shard, not the
 partition, so which slot runs it changes nothing downstream. Claims need an exclusive create: a
@@ -40,7 +44,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from spark_windowing.datasource import layout, storage
+from spark_windowing.datasource import layout, local_copies, storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from spark_windowing.store import StateStore
@@ -66,8 +70,10 @@ def take_open(state: str, shard: int) -> "StateStore | None":
 
 
 def held_shards(state: str, seq: int) -> list[int]:
-    """The shards of ``state`` whose store this worker holds as of offset ``seq`` (> 0)."""
-    return [shard for (where, shard), store in _STORES.items() if where == state and store.op.seq == seq > 0]
+    """The shards of ``state`` whose store this worker holds as of offset ``seq`` (> 0), then
+    those it holds as of an earlier offset (``StateStore.catch_up`` reads only what changed since)."""
+    mine = [(shard, store.op.seq) for (where, shard), store in _STORES.items() if where == state]
+    return [s for s, at in mine if at == seq > 0] + [s for s, at in mine if 0 < at < seq]
 
 
 def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int,
@@ -79,7 +85,7 @@ def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq
     fs, root = storage.filesystem(state)
     if shards == 1 or not storage.exclusive_create_available(state):
         return partition
-    held = held_shards(state, start_seq) if prefer_held else []
+    held = held_shards(state, start_seq) + local_copies.local_shards(state, start_seq) if prefer_held else []
     if storage.is_local(fs):
         return claim_shard(layout.claims_dir(root, seq), partition=partition, preferred=held, shards=shards)
     return claim_shard_conditional(layout.claims_dir(state, seq), partition=partition, preferred=held, shards=shards)

@@ -25,7 +25,8 @@ report under ``<state>/reports/<N>/`` (``shard_reports``: ``shard-<i>.<summary>.
 ``panes_retraction``, ``late_dropped``, ``malformed``, ``watermark_us`` (UTC µs or null),
 ``state_rows``, ``state_bytes`` and ``duration_ms``, and where that time went: ``read_ms``,
 ``step_ms``, ``snapshot_ms``, and ``state_reloads`` (1 when the shard read its state back from
-``stateLocation`` because Spark ran its previous batch in another Python worker).
+``stateLocation`` because Spark ran its previous batch in another Python worker) or
+``local_reloads`` (1 when it read it back from its executor's local copies, ``local_copies``).
 ``read_batch_report`` sums the shards (times: the slowest shard).
 
 ``read_batch_report`` and ``format_progress`` need no Spark; only the listener class imports
@@ -60,7 +61,7 @@ _COUNT_FIELDS = ("events_in", "panes_trigger", "panes_retraction", "late_dropped
 _PHASE_FIELDS = ("read_ms", "step_ms", "snapshot_ms")
 #: Counts only some reports have, 0 when absent: Kafka's skipped offsets, and state reloads
 #: (absent in reports of earlier releases).
-_OPTIONAL_COUNT_FIELDS = ("skipped_offsets", "state_reloads")
+_OPTIONAL_COUNT_FIELDS = ("skipped_offsets", "state_reloads", "local_reloads", "state_catch_ups")
 
 Sink = Callable[[str], Any]
 
@@ -91,9 +92,15 @@ class BatchReport:
     read_ms: float = 0.0
     step_ms: float = 0.0
     snapshot_ms: float = 0.0
-    #: shards that read their state back from storage this batch instead of reusing the Python
-    #: worker's in-memory copy (Spark handed the shard to another worker; part of ``read_ms``)
+    #: shards that read their state back from ``stateLocation`` this batch instead of reusing the
+    #: Python worker's in-memory copy (Spark handed the shard to another worker; part of ``read_ms``)
     state_reloads: int = 0
+    #: shards that read their state back, but from their executor's local copies of an object
+    #: store's segments (``local_copies``), reading nothing from ``stateLocation``
+    local_reloads: int = 0
+    #: shards whose Python worker held an older copy of their state and read back only the key
+    #: buckets written since (``StateStore.catch_up``)
+    state_catch_ups: int = 0
 
     @property
     def panes(self) -> int:
@@ -159,11 +166,22 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
         f"state {report.state_rows:,} windows / {format_bytes(report.state_bytes)}",
         *([f"skipped offsets {report.skipped_offsets:,} (data loss)"] if report.skipped_offsets else []),
         *([f"shard read {report.read_ms:,.0f} / step {report.step_ms:,.0f} / snapshot {report.snapshot_ms:,.0f} ms"
-           + (f" (state reloaded by {report.state_reloads} shard{'s' if report.state_reloads > 1 else ''})"
-              if report.state_reloads else "")]
+           + _reloads(report)]
           if report.read_ms or report.step_ms or report.snapshot_ms else []),
         *tail,
     ])
+
+
+def _reloads(report: BatchReport) -> str:
+    """How shards got their state when their worker did not hold it (``shard_state``)."""
+    def shards(n: int) -> str:
+        return f"{n} shard{'s' if n > 1 else ''}"
+
+    reloaded = [shards(n) + where for n, where in
+                ((report.state_reloads, ""), (report.local_reloads, " from local copies")) if n]
+    said = [f"state reloaded by {', '.join(reloaded)}"] if reloaded else []
+    said += [f"state caught up by {shards(report.state_catch_ups)}"] if report.state_catch_ups else []
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def progress_lines(progress: "StreamingQueryProgress",

@@ -39,10 +39,10 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import layout, rescale, shard_reports, sharding, storage
+from spark_windowing.datasource import layout, local_copies, rescale, shard_reports, shard_state, sharding, storage
 from spark_windowing.datasource.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                malformed_sample, recorded_options)
-from spark_windowing.datasource.affinity import keep_open, shard_to_run, take_open
+from spark_windowing.datasource.affinity import keep_open, shard_to_run
 from spark_windowing.datasource.late_table import append_late_rows, create_late_table
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource.maintenance import maintain, upkeep_due
@@ -51,11 +51,11 @@ from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig, p
 from spark_windowing.datasource.upstreams import Upstream, upstream_for
 from spark_windowing import join
 from spark_windowing._time import MAX_TIME, MIN_TIME
-from spark_windowing.errors import OptionError, SnapshotError
+from spark_windowing.errors import OptionError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.panes import TIMESTAMP
 from spark_windowing.process import load_process
-from spark_windowing.store import StateStore, collect_garbage, manifest_digest, manifest_uri
+from spark_windowing.store import collect_garbage
 
 #: Garbage (older snapshots, reports) is collected every this many batches: one listing per shard
 #: per ``GC_EVERY`` batches instead of every batch.
@@ -264,7 +264,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         shard = shard_to_run(cfg.state_location, shards, partition=partition.shard, start_seq=int(start["seq"]),
                              seq=int(end["seq"]), prefer_held=old == shards)
         partition = ShardPartition(shard, start, end, partition.planned)
-        store, reloaded = open_store(cfg, shard, int(start["seq"]), old_shards=old, shards=shards)
+        store, how = shard_state.open_store(cfg, shard, int(start["seq"]), input_schema(cfg), old_shards=old,
+                                            shards=shards)
         op = store.op
         events, key_hash = self._events(partition)
         maxima = _batch_maxima(cfg, op, events)
@@ -286,11 +287,12 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             write_late_rows(cfg, shard, int(end["seq"]), pa.concat_tables(late))
         t_late = time.perf_counter()
         written = store.persist(int(end["seq"]))
+        local_copies.after_snapshot(store.io, int(end["seq"]), store.snapshot_files())
         store.evict()
         keep_open(cfg.state_location, shard, store)
         report = _shard_report(store, events.num_rows, m, written, t0, maxima)
         report.update(read_ms=_ms(t_read - t0), step_ms=_ms(t_late - t_read),
-                      snapshot_ms=_ms(time.perf_counter() - t_late), state_reloads=int(reloaded))
+                      snapshot_ms=_ms(time.perf_counter() - t_late), **shard_state.reload_counts(store, how))
         report.update(upstream_report)  # e.g. Kafka's per-partition maxima
         shard_reports.write_report(cfg.state_location, int(end["seq"]), shard, report)
         release_arrow_memory()
@@ -356,30 +358,6 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
         if top not in tops:
             tops.append(top)
     return tops
-
-
-def open_store(cfg: SourceConfig, shard: int, seq: int, *, old_shards: int | None = None,
-               shards: int | None = None) -> tuple[StateStore, bool]:
-    """The shard's state as of offset ``seq``, and whether it was reloaded: this worker's open
-    store when it is exactly that state (same offset, same manifest on storage), else opened from
-    the manifest (empty at 0; reloaded when ``seq`` > 0: Spark ran the shard's previous batch in
-    another Python worker, or this one was restarted). When the batch changes the shard count
-    (``old_shards`` at ``seq``, ``shards`` after it), redistributed from every old shard's snapshot
-    (``rescale.redistribute``). A missing or corrupt snapshot raises SnapshotError."""
-    root = store_root(cfg, shard)
-    kw = dict(buckets=cfg.state_buckets, max_rows=cfg.state_memory_rows)
-    if old_shards is not None and shards is not None and old_shards != shards and seq > 0:
-        old_roots = [store_root(cfg, i) for i in range(old_shards)]
-        return rescale.redistribute(cfg.spec, storage, old_roots, seq, shard, shards, root, input_schema(cfg),
-                                    **kw), True
-    cached = take_open(cfg.state_location, shard)
-    if cached is not None and cached.op.seq == seq and cached.spec == cfg.spec and seq > 0 \
-            and cached.n_buckets == cfg.state_buckets:
-        blob = storage.read_bytes(manifest_uri(root, seq), missing_ok=True)
-        if blob is not None and manifest_digest(blob) == cached.manifest_digest:
-            cached.max_rows = cfg.state_memory_rows
-            return cached, False
-    return StateStore.open(cfg.spec, storage, root, seq, input_schema(cfg), **kw), seq > 0
 
 
 def ensure_late_table(cfg: SourceConfig) -> None:

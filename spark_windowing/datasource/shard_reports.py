@@ -44,7 +44,8 @@ SUMMARY_FIELDS = ("max_event_us", "max_col_us", "max_event2_us", "next_event_tim
 #: The fields every report has; any other field is an upstream's own (``Upstream.report_fields``).
 STANDARD_FIELDS = frozenset(SUMMARY_FIELDS) | {
     "panes_trigger", "panes_retraction", "late_dropped", "malformed", "watermark_us", "state_rows",
-    "state_bytes", "duration_ms", "time_sample", "read_ms", "step_ms", "snapshot_ms", "state_reloads"}
+    "state_bytes", "duration_ms", "time_sample", "read_ms", "step_ms", "snapshot_ms", "state_reloads",
+    "local_reloads", "state_catch_ups"}
 _PREFIX, _SUFFIX = "shard-", ".json"
 
 

@@ -152,6 +152,23 @@ def test_the_line_counts_shards_that_reloaded_their_state(tmp_path):
         read_batch_report(str(tmp_path), 13)
 
 
+def test_the_line_tells_reloads_from_local_copies_and_catch_ups_apart(tmp_path):
+    """``local_reloads``: shards that read their state back from their executor's local copies
+    (``local_copies``), nothing from ``stateLocation``; ``state_catch_ups``: shards whose worker
+    held an older copy and read back only what changed since."""
+    timed = [{**SHARDS[0], "read_ms": 21.0, "state_reloads": 0, "local_reloads": 1},
+             {**SHARDS[1], "read_ms": 20.0, "state_reloads": 1}, {**SHARDS[2], "local_reloads": 1}]
+    write_reports(str(tmp_path), 12, timed)
+    report = read_batch_report(str(tmp_path), 12)
+    assert (report.state_reloads, report.local_reloads, report.state_catch_ups) == (1, 2, 0)
+    line = format_progress(report, batch_id=12, query_name="clicks", duration_ms=640)
+    assert "(state reloaded by 1 shard, 2 shards from local copies) | 640 ms" in line
+    write_reports(str(tmp_path), 13, [{**SHARDS[0], "read_ms": 2.0, "state_catch_ups": 1},
+                                      {**SHARDS[1], "read_ms": 2.0, "local_reloads": 1}])
+    line = format_progress(read_batch_report(str(tmp_path), 13), batch_id=13, query_name="clicks", duration_ms=9)
+    assert "(state reloaded by 1 shard from local copies; state caught up by 1 shard) | 9 ms" in line
+
+
 def test_format_progress_missing_report():
     assert format_progress(None, batch_id=7, query_name="clicks", duration_ms=80,
                            missing="/s/reports/7") == \

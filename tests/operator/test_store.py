@@ -100,6 +100,63 @@ def test_store_matches_in_memory_operator(tmp_path_factory, case, max_rows, max_
         collect_garbage(storage, root, seq)
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(scenarios(), st.integers(1, 6), st.data())
+def test_workers_taking_turns_catch_up_to_the_in_memory_operator(tmp_path_factory, case, max_rows, data):
+    """Spark's Python workers take turns on a shard (with a Python sink, the reading and the writing
+    worker swap every batch). Each worker keeps its store; the next time it runs the shard it
+    brings the store up to the batch's start (``catch_up``: buckets written since are dropped and
+    read back when needed) instead of opening it from the snapshot. Panes, late rows, windows and
+    timers equal one in-memory operator's, batch by batch."""
+    window, trigger, mode, lateness, agg, steps = case
+    spec = _spec(window, trigger, mode, lateness, agg)
+    root = str(tmp_path_factory.mktemp("turns"))
+    plain = WindowedOperator(spec, SCHEMA)
+    kw = dict(buckets=8, max_rows=max_rows, max_files=2)
+    held: dict[int, StateStore] = {}
+    split = False
+    for seq, (rows, wm, proc, _) in enumerate(steps, start=1):
+        worker = data.draw(st.integers(0, 2), label=f"worker of batch {seq}")
+        store = held.get(worker)
+        if store is None:
+            store = StateStore.open(spec, storage, root, seq - 1, SCHEMA, **kw)
+        elif store.op.seq < seq - 1:
+            store.catch_up(storage.read_bytes(manifest_uri(root, seq - 1)), manifest_uri(root, seq - 1))
+        events = pa.table({"k": [r[0] for r in rows], "ts": [r[1] for r in rows], "v": [r[2] for r in rows]},
+                          schema=SCHEMA) if rows else None
+        a = plain.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
+        b = store.step(events, watermark=wm * MS, processing_time=proc * MS, batch_seq=seq)
+        split |= b.metrics.get("parts", 1) > 1
+        assert _sorted(b.panes) == _sorted(a.panes), f"step {seq}"
+        assert _sorted(b.late) == _sorted(a.late), f"step {seq}"
+        assert store.num_windows == plain.num_windows
+        assert store.next_timers() == plain.next_timers()
+        store.persist(seq)
+        store.evict()
+        held[worker] = store
+
+
+def test_catch_up_keeps_the_buckets_nobody_changed(tmp_path):
+    """A worker two batches behind reads back only the bucket the batch in between changed."""
+    spec = _spec("tumbling(1000 milliseconds)", "", "accumulating", 5000, "sum(v) AS s")
+    root = str(tmp_path)
+    mine = StateStore(spec, storage, root, SCHEMA, buckets=16)
+    keys = [f"k{i}" for i in range(2000)]
+    mine.step(pa.table({"k": keys, "ts": [1] * 2000, "v": [1] * 2000}, schema=SCHEMA), watermark=0,
+              processing_time=0, batch_seq=1)
+    mine.persist(1)
+    other = StateStore.open(spec, storage, root, 1, SCHEMA, buckets=16)   # the batch in between
+    other.step(pa.table({"k": ["k1"], "ts": [2], "v": [5]}, schema=SCHEMA), watermark=0, processing_time=0,
+               batch_seq=2)
+    other.persist(2)
+    assert mine.catch_up(storage.read_bytes(manifest_uri(root, 2)), manifest_uri(root, 2)) == 1
+    assert mine.resident.sum() == 15 and mine.op.num_windows == 2000 - other.op.num_windows
+    out = mine.step(None, watermark=2_000_000, processing_time=0, batch_seq=3)
+    sums = {r["k"]: r["s"] for r in out.panes.to_pylist()}
+    assert len(sums) == 2000 and sums["k1"] == 6 and sums["k2"] == 1
+
+
 def _sorted(table):
     return sorted(table.to_pylist(), key=repr)
 
