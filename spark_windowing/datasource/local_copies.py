@@ -77,7 +77,8 @@ class LocalCopies:
 
     def read_range(self, uri: str, offset: int, length: int) -> bytes:
         path = self._copy_path(uri)
-        if path is None:
+        if path is None:           # another root's segment (a rescale reads every old shard's)
+            self.remote_reads += 1
             return storage.read_range(uri, offset, length)
         try:
             with open(path, "rb") as f:

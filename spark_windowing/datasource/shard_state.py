@@ -41,10 +41,10 @@ def open_store(cfg: SourceConfig, shard: int, seq: int, schema: pa.Schema, *, ol
     corrupt snapshot raises SnapshotError."""
     root = layout.store_root(cfg.state_location, shard)
     kw = dict(buckets=cfg.state_buckets, max_rows=cfg.state_memory_rows)
+    io = local_copies.io_for(cfg.state_location, shard, root)
     if old_shards is not None and shards is not None and old_shards != shards and seq > 0:
         old_roots = [layout.store_root(cfg.state_location, i) for i in range(old_shards)]
-        return rescale.redistribute(cfg.spec, storage, old_roots, seq, shard, shards, root, schema,
-                                    **kw), REOPENED
+        return rescale.redistribute(cfg.spec, io, old_roots, seq, shard, shards, root, schema, **kw), REOPENED
     cached = take_open(cfg.state_location, shard)
     if cached is not None and 0 < cached.op.seq <= seq and cached.spec == cfg.spec \
             and cached.n_buckets == cfg.state_buckets:
@@ -58,7 +58,6 @@ def open_store(cfg: SourceConfig, shard: int, seq: int, schema: pa.Schema, *, ol
                 return cached, CONTINUED
             cached.catch_up(blob, uri)
             return cached, CAUGHT_UP
-    io = local_copies.io_for(cfg.state_location, shard, root)
     return StateStore.open(cfg.spec, io, root, seq, schema, **kw), REOPENED if seq > 0 else CONTINUED
 
 

@@ -151,3 +151,15 @@ def test_a_task_claims_a_shard_whose_state_its_executor_wrote(object_store, exec
     assert shard_to_run(state, 4, partition=0, start_seq=5, seq=6) == 2
     assert shard_to_run(state, 4, partition=1, start_seq=5, seq=6) == 1   # 2 is taken: its own number
     assert shard_to_run(state, 4, partition=0, start_seq=6, seq=7) == 0   # nothing here as of 6
+
+
+def test_reads_of_another_shards_segments_count_as_reads_from_the_store(object_store, executor_dir):
+    """A rescale's new shard reads every old shard's segments through its own ``io``: they are
+    reads from ``stateLocation`` (the shard's report then says ``state_reloads``, not
+    ``local_reloads``)."""
+    state = object_store.uri(f"copies-{uuid.uuid4().hex[:8]}")
+    old = _run(state, f"{state}/state/shard-0", range(2))
+    io = local_copies.io_for(state, 1, f"{state}/state/shard-1")
+    name = sorted(old.snapshot_files())[0]
+    assert io.read_range(f"{state}/state/shard-0/{name}", 0, 4) == storage.read_range(f"{state}/state/shard-0/{name}", 0, 4)
+    assert (io.remote_reads, io.local_reads) == (1, 0)
