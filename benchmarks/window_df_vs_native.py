@@ -14,7 +14,10 @@ warm-up query per engine:
 * ``rocksdb``: the same with ``RocksDBStateStoreProvider``;
 * ``ours``: ``readStream.format("windowed")`` (Default trigger, ``--shards`` shards);
 * ``window_df``: Spark's parquet file source → ``spark_windowing.window(df, ...)`` with the same
-  options (``--shards`` key shards; RocksDB state store, as ``transformWithState`` needs).
+  options (``--shards`` key shards; RocksDB state store, as ``transformWithState`` needs);
+* ``tws_floor``: Spark's own cost of that route: the same source, watermark and shard column,
+  grouped by shard into ``transformWithStateInPandas`` with a processor that reads its rows and
+  keeps and emits nothing (what ``window_df`` cannot go below, whatever its operator does).
 
 Prints each run, then per engine min / median / max seconds and µs per event, and the ratios
 window_df / ours and native / window_df per run (min / median / max). Not part of the test suite.
@@ -34,7 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from spark_vs_native import (CASES, HDFS, ROCKSDB, add_run_args, collect_garbage, generate, run_native,  # noqa: E402
                              run_ours, timed)
 
-ENGINES = ("native", "rocksdb", "ours", "window_df")
+ENGINES = ("native", "rocksdb", "ours", "window_df", "tws_floor")
 
 
 def run_window_df(spark, directory: str, window: str, max_files: int, delay: str, chk: str, shards: int) -> float:
@@ -48,6 +51,36 @@ def run_window_df(spark, directory: str, window: str, max_files: int, delay: str
                                        aggregate="sum(v) AS total, count(*) AS n", watermark=f"bounded({delay})",
                                        shards=shards)
         q = panes.writeStream.format("noop").option("checkpointLocation", chk).trigger(availableNow=True).start()
+        return timed(q)
+    finally:
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)
+
+
+def run_tws_floor(spark, directory: str, max_files: int, delay: str, chk: str, shards: int) -> float:
+    """``transformWithStateInPandas`` over the same files and shards, doing nothing with the rows."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class Drain(StatefulProcessor):
+        def init(self, handle) -> None:
+            pass
+
+        def handleInputRows(self, key, rows, timerValues):
+            for _ in rows:
+                pass
+            return iter(())
+
+        def close(self) -> None:
+            pass
+
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    try:
+        df = spark.readStream.schema("k long, ts timestamp, v double").option("maxFilesPerTrigger", max_files) \
+            .parquet(directory)
+        staged = df.withWatermark("ts", delay).withColumn("__shard", F.pmod(F.xxhash64("k"), F.lit(shards)))
+        out = staged.groupBy("__shard").transformWithStateInPandas(
+            Drain(), outputStructType="k long", outputMode="Append", timeMode="EventTime")
+        q = out.writeStream.format("noop").option("checkpointLocation", chk).trigger(availableNow=True).start()
         return timed(q)
     finally:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS)
@@ -78,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
                                            os.path.join(work, "state"), args.shards),
         "window_df": lambda exp, work: run_window_df(spark, events_dir, exp[0], max_files, delay,
                                                      os.path.join(work, "w"), args.shards),
+        "tws_floor": lambda exp, work: run_tws_floor(spark, events_dir, max_files, delay, os.path.join(work, "f"),
+                                                     args.shards),
     }
     warm_dir = os.path.join(args.dir, "warmup")
     generate(warm_dir, 20_000, 100, 2, args.disorder)
@@ -91,6 +126,7 @@ def main(argv: list[str] | None = None) -> None:
                                      os.path.join(work, "s"), args.shards),
             "window_df": lambda: run_window_df(spark, warm_dir, CASES["tumbling"][0], 1, delay,
                                                os.path.join(work, "w"), args.shards),
+            "tws_floor": lambda: run_tws_floor(spark, warm_dir, 1, delay, os.path.join(work, "f"), args.shards),
         }
         runners_warm[engine]()
         shutil.rmtree(work, ignore_errors=True)
@@ -119,6 +155,9 @@ def print_summary(name: str, times: dict[str, list[float]], events: int) -> None
     print(f"{name}: seconds min / median / max, µs per event (median)")
     for engine, values in times.items():
         print(f"  {engine:9s} {mmm(values, '8.2f')}   {statistics.median(values) / events * 1e6:6.3f} µs/event")
+    if "tws_floor" in times and "ours" in times:
+        print(f"  tws_floor / ours (per run, min / median / max): "
+              f"{mmm([f / o for f, o in zip(times['tws_floor'], times['ours'])], '.2f')}x (Spark's own cost of the route)")
     if "window_df" in times:
         if "ours" in times:
             print(f"  window_df / ours (per run, min / median / max): "
