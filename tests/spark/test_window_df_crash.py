@@ -1,9 +1,17 @@
 """Exactly once for ``spark_windowing.window(df)``: kill -9 of the driver (and its JVM) mid-stream,
 twice, and restarts from the same checkpoint give the pane table (Spark's file sink) and the late
-table (Delta) of an uninterrupted run."""
+table (Delta) of an uninterrupted run over the same micro-batches.
+
+The same micro-batches: Spark's file source logs the files of a batch (``sources/0/<n>``) before the
+batch's offsets (``offsets/<n>``). A kill between the two leaves a logged entry no batch names; the
+restarted query plans its next batch to the next entry, so that batch reads two files (Spark's
+batching, not ours: every file is still read once). Panes depend on batch boundaries (early
+firings, the watermark per batch), so the uninterrupted run is made to read the crashed run's
+batches: one file per batch, holding that batch's files' rows."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -12,6 +20,8 @@ import sys
 import time
 
 import pytest
+import pyarrow as pa
+import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from tests.spark._helpers import rows
@@ -27,11 +37,11 @@ def _commits(checkpoint) -> int:
     return len([n for n in os.listdir(d) if n.isdigit()]) if os.path.isdir(d) else 0
 
 
-def _run(tmp, name: str, kill_at_commits: int | None, rnd: random.Random) -> int:
+def _run(tmp, name: str, kill_at_commits: int | None, rnd: random.Random, events: str = "events") -> int:
     """Run the job; with ``kill_at_commits``, kill -9 it (a random moment of the next batch) once
     its checkpoint holds that many committed batches. Return the exit code (-9: killed)."""
     chk = tmp / f"{name}_chk"
-    proc = subprocess.Popen([sys.executable, JOB, str(tmp / "events"), str(chk), str(tmp / f"{name}_out"),
+    proc = subprocess.Popen([sys.executable, JOB, str(tmp / events), str(chk), str(tmp / f"{name}_out"),
                              str(tmp / f"{name}_late")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
@@ -48,6 +58,40 @@ def _run(tmp, name: str, kill_at_commits: int | None, rnd: random.Random) -> int
     return proc.returncode
 
 
+def _log(path) -> list[str]:
+    """The JSON lines of a Spark metadata-log file (after its version line)."""
+    with open(path) as f:
+        return [line for line in f.read().splitlines()[1:] if line.strip()]
+
+
+def batch_files(checkpoint) -> list[list[str]]:
+    """The file names each micro-batch of the query read, in batch order, from its checkpoint:
+    batch n reads the file-source log entries after batch n-1's ``logOffset`` up to its own."""
+    chk, out, last = str(checkpoint), [], -1
+    batches = sorted(int(n) for n in os.listdir(os.path.join(chk, "offsets")) if n.isdigit())
+    for b in batches:
+        log_offset = json.loads(_log(os.path.join(chk, "offsets", str(b)))[-1])["logOffset"]
+        out.append([os.path.basename(json.loads(line)["path"])
+                    for entry in range(last + 1, log_offset + 1)
+                    for line in _log(os.path.join(chk, "sources", "0", str(entry)))])
+        last = log_offset
+    return out
+
+
+def write_planned(events, planned, batches: list[list[str]]) -> dict[str, list[str]]:
+    """``planned``: one file per non-empty batch of ``batches``, holding its files' rows, timed in
+    batch order (so the file source reads them one batch each, as the crashed run did). Returns
+    each new file's name -> the names of the files it holds."""
+    os.makedirs(planned)
+    made = {}
+    for i, names in enumerate(b for b in batches if b):
+        made[name := f"part-{i:04d}.parquet"] = names
+        path = os.path.join(str(planned), name)
+        pq.write_table(pa.concat_tables(pq.read_table(os.path.join(str(events), n)) for n in names), path)
+        os.utime(path, ns=(1_600_000_000_000_000_000 + i * 10**9,) * 2)
+    return made
+
+
 def _late(path) -> list[dict]:
     return rows(DeltaTable(str(path)).to_pyarrow_table(), drop=("batch_time",))
 
@@ -55,10 +99,14 @@ def _late(path) -> list[dict]:
 def test_kill_9_and_restart_of_window_df_gives_the_tables_of_an_uninterrupted_run(tmp_path):
     write_bundles(str(tmp_path / "events"), make_bundles(3, n_bundles=9))
     rnd = random.Random(28)
-    assert _run(tmp_path, "clean", None, rnd) == 0
     assert _run(tmp_path, "crash", 2, rnd) == -9
     assert _run(tmp_path, "crash", 5, rnd) == -9
     assert _run(tmp_path, "crash", None, rnd) == 0
+    batches = batch_files(tmp_path / "crash_chk")
+    assert sorted(n for b in batches for n in b) == sorted(os.listdir(tmp_path / "events"))  # each file once
+    made = write_planned(tmp_path / "events", tmp_path / "planned", batches)
+    assert _run(tmp_path, "clean", None, rnd, events="planned") == 0
+    assert [[n for p in b for n in made[p]] for b in batch_files(tmp_path / "clean_chk")] == batches
     clean, crashed = _panes(tmp_path / "clean_out"), _panes(tmp_path / "crash_out")
     assert len(clean) > 20
     assert {"TRIGGER", "RETRACTION"} <= {r["kind"] for r in clean}
