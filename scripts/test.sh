@@ -9,7 +9,8 @@
 #      Step 2 runs when no arguments are given, or with SPARK_WINDOWING_DELTA_TESTS=1 (same args).
 #
 # Step 1 runs in SPARK_WINDOWING_TEST_WORKERS (default 2) pytest-xdist processes, a test file per
-# process at a time (--dist loadfile: a file's module fixtures are built once); much of it waits
+# process at a time (--dist loadfile: a file's module fixtures are built once), the longest files
+# first (tests/conftest.py LONGEST_FIRST, --no-loadscope-reorder); much of it waits
 # on JVMs, brokers and killed processes, so two processes on two cores finish sooner (34:51 ->
 # 25:40 on 2026-11-25). SPARK_WINDOWING_TEST_WORKERS=0 runs it in one process. Step 2 runs in one
 # process: its delta-spark queries keep the JVM busy, and two of them at once took 9:07 against 7:21.
@@ -22,7 +23,7 @@ if [ $# -eq 0 ] || [ "${SPARK_WINDOWING_DELTA_TESTS:-}" = 1 ]; then
   ( source "$ROOT/scripts/_setup_delta.sh" ) > "$DELTA_SETUP_LOG" 2>&1 &
   DELTA_SETUP_PID=$!
 fi
-PARALLEL=(-n "${SPARK_WINDOWING_TEST_WORKERS:-2}" --dist loadfile)
+PARALLEL=(-n "${SPARK_WINDOWING_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 # Step 1's Spark driver JVMs (its session's and those of the jobs its tests start as processes of
 # their own: spark-submit passes SPARK_SUBMIT_OPTS to the JVM it starts) compile with C1 only and
 # one GC thread: they live seconds to minutes on small data, where C2's compiler threads cost more
