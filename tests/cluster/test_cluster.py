@@ -195,6 +195,7 @@ def _run_with_fault(store: ObjectStore, cluster: SparkCluster, upstream: str, tm
     return out
 
 
+@pytest.mark.slow
 def test_python_worker_killed_mid_stream(object_store, cluster, upstream, clean, tmp_path):
     victims: list[int] = []
 

@@ -117,6 +117,7 @@ def _table_with_changes(spark, path) -> list[tuple]:
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # about 100 s on 2 cores (delta-spark's DELETE, UPDATE, MERGE, OPTIMIZE); deletes run in CI below
 def test_change_commits_fail_by_default_and_are_skipped_with_skip_change_commits(delta_spark, tmp_path):
     path = tmp_path / "dv"
     appended = _table_with_changes(delta_spark, path)

@@ -71,12 +71,15 @@ def _ours_on_time(delta_spark, kafka_broker, topic: str, window: str, tmp_path) 
                   for r in ours.to_pylist() if r["pane_timing"] == "ON_TIME")
 
 
-def test_same_on_time_windows_as_sparks_kafka_source_and_native_windows(delta_spark, kafka_broker, tmp_path):
+@pytest.mark.parametrize("window", ["tumbling:10", pytest.param("session:4", marks=pytest.mark.slow)])
+def test_same_on_time_windows_as_sparks_kafka_source_and_native_windows(delta_spark, kafka_broker, tmp_path,
+                                                                        window):
+    """Against Spark's Kafka source and ``window()`` (CI) or ``session_window`` (marked slow: a
+    second Spark process with the Kafka connector, about a minute)."""
     topic = _topic(kafka_broker)
-    for window in ("tumbling:10", "session:4"):
-        native = _native(kafka_broker, topic, window, tmp_path)
-        assert len(native) > 8, window
-        assert _ours_on_time(delta_spark, kafka_broker, topic, window, tmp_path) == native, window
+    native = _native(kafka_broker, topic, window, tmp_path)
+    assert len(native) > 8, window
+    assert _ours_on_time(delta_spark, kafka_broker, topic, window, tmp_path) == native, window
 
 
 def test_window_df_over_sparks_kafka_source_and_from_json_gives_the_same_windows(delta_spark, kafka_broker,

@@ -20,6 +20,12 @@ def main(events: str, state: str, checkpoint: str, output: str) -> None:
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    run(spark, events, state, checkpoint, output)
+    spark.stop()
+
+
+def run(spark, events: str, state: str, checkpoint: str, output: str) -> None:
+    """The query, to the end of its upstream (a test's uninterrupted run calls it in its session)."""
     spark_windowing.register(spark)
     panes = (spark.readStream.format("windowed").option("source", "delta").option("path", events)
              .option("timestampColumn", "ts").option("keyColumns", "k").option("window", "session(3 seconds)")
@@ -30,7 +36,6 @@ def main(events: str, state: str, checkpoint: str, output: str) -> None:
     q = (panes.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
          .trigger(availableNow=True).start())
     q.awaitTermination()
-    spark.stop()
 
 
 if __name__ == "__main__":

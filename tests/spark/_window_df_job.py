@@ -24,6 +24,13 @@ def main(events: str, checkpoint: str, output: str, late: str) -> None:
                      "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    run(spark, events, checkpoint, output, late)
+    spark.stop()
+
+
+def run(spark, events: str, checkpoint: str, output: str, late: str) -> None:
+    """The query, to the end of its upstream (a test's uninterrupted run calls it in its session,
+    with RocksDB's state store provider set)."""
     df = spark.readStream.schema("k string, ts timestamp, v long").option("maxFilesPerTrigger", 1).parquet(events)
     panes = spark_windowing.window(
         df, timestampColumn="ts", keyColumns="k", window="session(3 seconds)",
@@ -33,7 +40,6 @@ def main(events: str, checkpoint: str, output: str, late: str) -> None:
     q = (panes.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
          .trigger(availableNow=True).start())
     q.awaitTermination()
-    spark.stop()
 
 
 if __name__ == "__main__":
