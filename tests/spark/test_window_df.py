@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 import uuid
 
 import pyarrow as pa
@@ -139,17 +140,22 @@ def test_window_df_over_a_stream_stream_join(rocksdb, tmp_path):
     assert rows(got, drop=RUN_COLUMNS) == rows(want, drop=RUN_COLUMNS)
 
 
-def _run(panes, checkpoint: str, seconds: float | None = None) -> pa.Table:
+def _run(panes, checkpoint: str, until_rows: int | None = None) -> pa.Table:
+    """Run to the end of the upstream (availableNow), or, for an endless source, every second
+    until the memory sink holds ``until_rows`` panes (at most 240 s: a loaded machine can take many
+    seconds for the first micro-batch, so the test waits on results, not on a clock)."""
     spark = panes.sparkSession
     name = "w_" + uuid.uuid4().hex[:8]
     w = panes.writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
-    if seconds is None:
+    if until_rows is None:
         q = w.trigger(availableNow=True).start()
         q.awaitTermination(240)
         assert not q.isActive, "query did not finish in time"
     else:
         q = w.trigger(processingTime="1 second").start()
-        q.awaitTermination(seconds)
+        deadline = time.monotonic() + 240
+        while q.isActive and time.monotonic() < deadline and spark.table(name).count() < until_rows:
+            q.awaitTermination(1)
         q.stop()
     assert q.exception() is None, q.exception()
     return spark.table(name).toArrow()
@@ -164,7 +170,8 @@ def test_window_df_over_the_rate_source(rocksdb, tmp_path):
           .selectExpr("timestamp AS ts", "value", "CAST(value % 2 AS INT) AS parity"))
     panes = spark_windowing.window(df, window="tumbling(1 second)", timestampColumn="ts", keyColumns="parity",
                                    aggregate="count(*) AS n, min(value) AS lo, max(value) AS hi, sum(value) AS s")
-    got = _run(panes, str(tmp_path / "chk"), seconds=8).to_pylist()
+    # the first window and 4 full ones, two parities each
+    got = _run(panes, str(tmp_path / "chk"), until_rows=10).to_pylist()
     assert {p["pane_timing"] for p in got} == {"ON_TIME"}
     first = min(p["window_start"] for p in got)
     full = [p for p in got if p["window_start"] != first]
