@@ -11,7 +11,7 @@ from deltalake import DeltaTable
 
 from sink_helpers import rows
 
-WINDOWED = {"source": "generator", "totalEvents": "1200", "eventsPerBatch": "150", "keys": "5",
+WINDOWED = {"source": "generator", "totalEvents": "900", "eventsPerBatch": "150", "keys": "5",
             "eventInterval": "100 milliseconds", "timestampColumn": "event_time", "keyColumns": "user_id",
             "window": "tumbling(5 seconds)", "trigger": "AfterWatermark(early=AfterCount(10))",
             "accumulationMode": "accumulating", "aggregate": "sum(amount) AS total, count(*) AS n",

@@ -49,7 +49,9 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("mode", ["python", "spark-submit", "connect"])
+# spark-submit marked slow (about a minute on 2 cores): the same lookup as a Python script's
+# session, which CI runs; tests/spark/test_examples.py runs spark-submit jobs in CI
+@pytest.mark.parametrize("mode", ["python", pytest.param("spark-submit", marks=pytest.mark.slow), "connect"])
 def test_a_fresh_process_uses_the_format_without_registering_it(tmp_path, mode):
     project = tmp_path / "project"
     (project / "datasource").mkdir(parents=True)
