@@ -82,6 +82,7 @@ def test_same_on_time_windows_as_sparks_kafka_source_and_native_windows(delta_sp
     assert _ours_on_time(delta_spark, kafka_broker, topic, window, tmp_path) == native, window
 
 
+@pytest.mark.slow  # about 45 s on 2 cores; window(df) = format("windowed") runs in CI in tests/spark/test_window_df.py
 def test_window_df_over_sparks_kafka_source_and_from_json_gives_the_same_windows(delta_spark, kafka_broker,
                                                                                    tmp_path):
     topic = _topic(kafka_broker)

@@ -93,6 +93,7 @@ def test_sql_over_delta_paths_equals_the_windowed_reader(delta_spark, panes):
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # about 1 minute on 2 cores (delta-spark's time travel); format("delta") reads run in CI
 def test_time_travel_reads_every_version_as_deltalake_does(delta_spark, panes):
     for table in ("triggers", "current"):
         latest = DeltaTable(str(panes / table)).version()

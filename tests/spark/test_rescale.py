@@ -62,7 +62,10 @@ def _run_in_process(spark, case: str, shards: int, paths) -> None:
     assert not q.isActive and q.exception() is None, q.exception()
 
 
-@pytest.mark.parametrize("case", ["tumbling", pytest.param("session", marks=pytest.mark.slow)])  # session: the kill test
+# Marked slow (40-90 s each on 2 cores): CI runs the kill test below, which rescales 2 -> 5 -> 3
+# too (session windows, a kill in the first batch at 5 shards) and compares with an unrescaled run.
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["tumbling", "session"])
 def test_rescale_2_5_3_gives_the_tables_of_an_unrescaled_run(spark, tmp_path, case):
     events = str(tmp_path / "events")
     for phase, (first, last) in enumerate([(0, 3), (3, 6), (6, 9)]):
