@@ -11,15 +11,10 @@ DELTA_PYSPARK="4.2.0"
 DELTA_SPARK="4.4.0"
 DELTA_VENV="${SPARK_WINDOWING_DELTA_VENV:-$ROOT/.venv-delta}"
 export SPARK_WINDOWING_CACHE="${SPARK_WINDOWING_CACHE:-$HOME/.cache/spark-windowing}"
-if [ ! -x "$DELTA_VENV/bin/python" ]; then
-  echo "[setup] creating virtualenv $DELTA_VENV (pyspark $DELTA_PYSPARK + delta-spark $DELTA_SPARK)"
-  "$PY" -m venv "$DELTA_VENV"
-fi
+make_venv "$DELTA_VENV"   # scripts/_setup.sh
 DELTA_STAMP="$DELTA_VENV/.spark-windowing-installed"
 if [ ! -f "$DELTA_STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$DELTA_STAMP" ]; then
-  echo "[setup] installing spark-windowing[test,delta-test] with pyspark $DELTA_PYSPARK into $DELTA_VENV"
-  "$DELTA_VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    -e "$ROOT[test,delta-test]" "pyspark==$DELTA_PYSPARK" "delta-spark==$DELTA_SPARK" \
-    --config-settings editable_mode=compat
+  echo "[setup] installing spark-windowing[test,delta-test] with pyspark $DELTA_PYSPARK and delta-spark $DELTA_SPARK into $DELTA_VENV"
+  install_editable "$DELTA_VENV" test,delta-test "pyspark==$DELTA_PYSPARK" "delta-spark==$DELTA_SPARK"
   touch "$DELTA_STAMP"
 fi
