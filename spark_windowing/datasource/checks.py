@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructType
 
 from spark_windowing._arrow import field_type, get_column
 from spark_windowing.datasource import pane_spec, rescale
@@ -63,10 +63,7 @@ def recorded_options(cfg: SourceConfig) -> dict:
 def with_produced_by(schema: StructType, cfg: SourceConfig) -> StructType:
     """The pane schema with the producing spec in ``window_start``'s metadata (``pane_spec``): the
     windowed sink reads it at ``streamWriter`` and refuses to mix panes of two specs in one table set."""
-    doc = pane_spec.produced_by(cfg.spec, processing_time_column=PROC_TIME_COLUMN)
-    fields = [StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), **pane_spec.to_metadata(doc)})
-              if f.name == "window_start" else f for f in schema.fields]
-    return StructType(fields)
+    return pane_spec.annotate(schema, pane_spec.produced_by(cfg.spec, processing_time_column=PROC_TIME_COLUMN))
 
 
 def check_malformed(cfg: SourceConfig, start: dict, reports: list[dict], max_event: int | None) -> None:

@@ -115,6 +115,13 @@ def to_metadata(doc: Mapping[str, Any]) -> dict[str, str]:
     return {METADATA_KEY: json.dumps(doc, sort_keys=True)}
 
 
+def annotate(schema: Any, doc: Mapping[str, Any]) -> Any:
+    """The pane ``StructType`` ``schema`` with ``doc`` (``produced_by``) in ``window_start``'s metadata."""
+    from pyspark.sql.types import StructField, StructType
+    return StructType([StructField(f.name, f.dataType, f.nullable, {**(f.metadata or {}), **to_metadata(doc)})
+                       if f.name == "window_start" else f for f in schema.fields])
+
+
 def from_schema(schema: Any) -> dict[str, Any] | None:
     """The producing spec a pane ``StructType`` carries (None: panes not from the windowed source,
     or a transformation that dropped the column metadata)."""

@@ -28,7 +28,8 @@ How it runs (one Spark query, its checkpoint the only thing to keep)::
 * **No rows dropped by Spark.** Spark's stateful operators drop input rows older than the
   watermark when the input column carries the watermark marker; the operator decides lateness
   itself (``window end + allowedLateness <= watermark``, a later rule), so the marker is removed
-  (the cast) before ``transformWithStateInPandas`` and every row reaches the operator.
+  (the cast) before ``transformWithStateInPandas`` and every row reaches the operator. So is the
+  marker of a ``withWatermark`` the DataFrame already has (``_unmarked``).
 * **Timers fire windows when no data arrives.** After each step the shard registers one
   event-time timer, at the operator's next event-time timer (ms, rounded up); Spark runs a no-data
   batch when the watermark advances and calls ``handleExpiredTimer``, which steps the operator
@@ -64,7 +65,12 @@ the value and the accepted forms):
 processor its batch id) and ``batch_time`` Spark's batch timestamp; both are per micro-batch as in
 ``format("windowed")``, but their values differ from a ``format("windowed")`` run's.
 A DataFrame that already has a ``withWatermark`` keeps it: Spark's query watermark is then the
-minimum of both (``spark.sql.streaming.multipleWatermarkPolicy``).
+minimum of both (``spark.sql.streaming.multipleWatermarkPolicy``), and its rows behind that
+watermark still reach the operator (late panes or the late table, never dropped).
+
+The pane schema carries the producing spec in ``window_start``'s metadata, as ``format("windowed")``'s
+does, so the windowed sink records it, refuses panes of another spec into the same tables, and
+marks windows closed in ``current``.
 
 The query needs ``spark.sql.streaming.stateStore.providerClass`` set to RocksDB's provider
 (``RocksDBStateStoreProvider``), as every ``transformWithState`` query does; ``window`` refuses to
@@ -83,7 +89,7 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from spark_windowing._arrow import field_type
 from spark_windowing._time import MAX_TIME, UNIT_FACTORS
-from spark_windowing.datasource import sharding
+from spark_windowing.datasource import pane_spec, sharding
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.option_reference import options_of
 from spark_windowing.datasource.option_values import int_option
@@ -112,6 +118,8 @@ _WHY_UPSTREAM = ("an upstream option of format(\"windowed\"): window(df) windows
                  "and keeps its state in the query's checkpoint")
 #: Internal columns: the event time for Spark's watermark, the key shard.
 WM_COLUMN, SHARD_COLUMN = "__sw_wm", "__sw_shard"
+#: The column metadata key of Spark's watermark marker (``EventTimeWatermark.delayKey``).
+_DELAY_KEY = "spark.watermarkDelayMs"
 _ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 _ROOT = "state"  # the StateStore's root inside the shard's MapState names
 #: Stores kept open in this Python worker between micro-batches, by (writer, shard): used only
@@ -187,7 +195,9 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
                               why=f"column {name!r} is used by window(df)")
     in_schema = spark_to_arrow_schema(df.schema)
     op = WindowedOperator(spec, in_schema)  # binds: key, time, aggregate columns checked here
-    panes = arrow_to_spark_schema(op.pane_schema())
+    # the producing spec in window_start's metadata, as format("windowed") puts it: the windowed sink
+    # records it, refuses panes of another spec, and closes windows in `current` by its lateness
+    panes = pane_spec.annotate(arrow_to_spark_schema(op.pane_schema()), pane_spec.produced_by(spec))
     wm = cfg["watermark"]
     wm_col = wm.column if wm.kind == "column" else spec.timestamp_column
     wm_type = field_type(in_schema, wm_col)
@@ -200,7 +210,7 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     from pyspark.sql import functions as F
     keys = [F.col(k) for k in spec.key_columns]
     shard = F.pmod(F.xxhash64(*keys), F.lit(cfg["shards"])) if keys else F.lit(0).cast("long")
-    staged = (df.withColumn(WM_COLUMN, _time_expr(wm_col, wm_type, spec.timestamp_unit))
+    staged = (_unmarked(df).withColumn(WM_COLUMN, _time_expr(wm_col, wm_type, spec.timestamp_unit))
               .withWatermark(WM_COLUMN, f"{delay_ms} milliseconds")
               .withColumn(WM_COLUMN, F.col(WM_COLUMN).cast("long"))  # no marker: Spark drops no row
               .withColumn(SHARD_COLUMN, shard))
@@ -208,6 +218,23 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     processor = _WindowProcessor(spec, in_schema, cfg, writer, spark.conf.get("spark.sql.session.timeZone"))
     return staged.groupBy(SHARD_COLUMN).transformWithStateInPandas(
         processor, outputStructType=panes, outputMode="Append", timeMode="EventTime")
+
+
+def _unmarked(df: "DataFrame") -> "DataFrame":
+    """``df`` with the watermark marker taken off any column of its own ``withWatermark``: in
+    event-time mode ``transformWithState`` drops input rows whose marked column is behind the
+    watermark, before the operator could send them to a late pane or the late table. The marker
+    is column metadata; re-aliasing with explicit metadata (the rest of it, or our own key when
+    nothing else is left: PySpark ignores empty metadata) replaces it. The query keeps the user's
+    watermark (Spark takes the minimum of both)."""
+    marked = [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
+    if not marked:
+        return df
+    from pyspark.sql import functions as F
+    names = {f.name: f for f in marked}
+    return df.select([F.col(f"`{c}`").alias(c, metadata={k: v for k, v in names[c].metadata.items() if k != _DELAY_KEY}
+                                            or {"spark_windowing.unmarked": True}) if c in names else F.col(f"`{c}`")
+                      for c in df.columns])
 
 
 class _Info:

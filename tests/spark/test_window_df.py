@@ -5,6 +5,7 @@ options, through real Spark; the panes and late rows must be equal (but for ``ba
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -17,7 +18,7 @@ from deltalake import DeltaTable
 
 import spark_windowing
 from spark_windowing.errors import OptionError
-from tests.spark._helpers import rows, run_panes
+from tests.spark._helpers import micros, rows, run_panes
 
 pytestmark = pytest.mark.spark
 SEC = 1_000_000
@@ -68,8 +69,12 @@ def make_bundles(seed: int, n_bundles: int = 6, per_bundle: int = 12) -> list[li
     return out
 
 
-def run_window_df(spark, path: str, options: dict, checkpoint: str) -> pa.Table:
+def run_window_df(spark, path: str, options: dict, checkpoint: str, own_watermark: str | None = None) -> pa.Table:
+    """window(df) over the parquet files, one per micro-batch, into a memory sink; ``own_watermark``:
+    the DataFrame first gets a ``withWatermark("ts", own_watermark)`` of its own."""
     df = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(path)
+    if own_watermark is not None:
+        df = df.withWatermark("ts", own_watermark)
     panes = df.transform(lambda d: spark_windowing.window(d, **options))
     name = "w_" + uuid.uuid4().hex[:8]
     q = (panes.writeStream.format("memory").queryName(name).option("checkpointLocation", checkpoint)
@@ -105,8 +110,11 @@ def test_window_df_equals_format_windowed(rocksdb, tmp_path, case):
     want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
                              "lateDataPath": str(tmp_path / "late_src"), "stateLocation": str(tmp_path / "state")},
                      str(tmp_path / "chk_src"))
+    # tumbling: the DataFrame has a withWatermark of its own on the event time, 0 s behind (the
+    # query's watermark is the smaller one, ours); Spark must still drop none of its rows behind
+    # it: the late panes and too_late rows below are those rows
     got = run_window_df(spark, events, {**common, "lateDataPath": str(tmp_path / "late_df")},
-                        str(tmp_path / "chk_df"))
+                        str(tmp_path / "chk_df"), own_watermark="0 seconds" if case == "tumbling" else None)
     assert got.schema.names == want.schema.names
     assert want.num_rows > 0
     assert rows(got, drop=RUN_COLUMNS) == rows(want, drop=RUN_COLUMNS)
@@ -248,3 +256,37 @@ def test_a_restart_with_another_shard_count_or_window_is_refused_naming_it(rocks
         with pytest.raises(Exception) as failed:
             run({**first, **change})
         assert option in str(failed.value) and "checkpoint" in str(failed.value), str(failed.value)[-1500:]
+
+
+def test_window_df_into_the_windowed_sink_closes_windows_and_keeps_its_spec(rocksdb, tmp_path):
+    """window(df)'s panes carry their spec as format("windowed")'s do: the windowed sink marks
+    windows closed in ``current`` (end + allowedLateness <= watermark) and refuses panes of another
+    window into the same tables, naming the option."""
+    events = str(tmp_path / "events")
+    write_bundles(events, make_bundles(3, n_bundles=5))
+    options = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "count(*) AS n",
+               "watermark": "bounded(2 seconds)", **CASES["tumbling"]}
+
+    def start(opts: dict, checkpoint: str):
+        df = rocksdb.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
+        return (spark_windowing.window(df, **opts).writeStream.format("windowed")
+                .option("path", str(tmp_path / "panes")).option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start())
+
+    q = start(options, str(tmp_path / "chk"))
+    q.awaitTermination(240)
+    assert not q.isActive and q.exception() is None, q.exception()
+    triggers = DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()
+    current = DeltaTable(str(tmp_path / "panes" / "current")).to_pyarrow_table().to_pylist()
+    watermark = max(micros(r["watermark"]) for r in triggers if r["watermark"] is not None)
+    lateness = 6 * SEC   # CASES["tumbling"]: allowedLateness 6 seconds
+    closed = [r for r in current if micros(r["window_end"]) + lateness <= watermark]
+    still_open = [r for r in current if micros(r["window_end"]) + lateness > watermark]
+    assert closed and still_open, (len(closed), len(still_open))
+    assert all(r["is_final"] for r in closed) and not any(r["is_final"] for r in still_open)
+    with open(tmp_path / "panes" / "_spec.json") as f:
+        assert json.load(f)["producedBy"]["window"] == "tumbling(8 seconds)"
+    with pytest.raises(Exception, match="window") as refused:
+        q = start({**options, "window": "tumbling(4 seconds)"}, str(tmp_path / "chk2"))
+        q.awaitTermination(240)
+    assert "tumbling(8 seconds)" in str(refused.value) and "tumbling(4 seconds)" in str(refused.value)
