@@ -26,16 +26,16 @@ from urllib.parse import urlparse
 
 from spark_windowing.datasource import store_endpoints
 
-#: The module each scheme's client needs, and the extra that installs it.
-CLIENT_MODULES = {"s3": ("botocore", "s3"), "gs": ("google.cloud.storage", "gcs"),
-                  "abfs": ("azure.storage.blob", "azure"), "abfss": ("azure.storage.blob", "azure")}
+#: The module each scheme's client needs (extras ``s3``, ``gcs``, ``azure``), and azure-identity's.
+CLIENT_MODULES = {"s3": "botocore", "gs": "google.cloud.storage", "abfs": "azure.storage.blob",
+                  "abfss": "azure.storage.blob", "azure-identity": "azure.identity"}
 
 _CLIENTS: dict[tuple, object] = {}
 
 
 def client_installed(scheme: str) -> bool:
     """Whether the client for ``scheme``'s conditional writes can be imported (imports it)."""
-    module = CLIENT_MODULES.get(scheme, (None,))[0]
+    module = CLIENT_MODULES.get(scheme)
     if module is None:
         return False
     try:
@@ -47,11 +47,16 @@ def client_installed(scheme: str) -> bool:
 
 def supported(uri: str) -> bool:
     """Whether ``create`` works for ``uri``: an ``s3://`` or ``gs://`` URI, or an ``abfs[s]://``
-    one of the forms ``store_endpoints.parse_azure`` reads, with the store's client installed."""
+    one of the forms ``store_endpoints.parse_azure`` reads, with the store's client installed
+    (for an Azure account without a key or SAS token also ``azure-identity``)."""
     scheme = urlparse(uri).scheme
-    if scheme in store_endpoints.AZURE_SCHEMES and store_endpoints.parse_azure(uri) is None:
+    if scheme not in store_endpoints.AZURE_SCHEMES:
+        return client_installed(scheme)
+    where = store_endpoints.parse_azure(uri)
+    if where is None or not client_installed(scheme):
         return False
-    return client_installed(scheme)
+    account = store_endpoints.azure_account(where.account)
+    return bool(account.key or account.sas_token) or client_installed("azure-identity")
 
 
 def create(uri: str, data: bytes) -> bool:

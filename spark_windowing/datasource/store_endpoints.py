@@ -20,6 +20,7 @@ conditional writes (shard claims, ``conditional_writes``).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -69,7 +70,15 @@ class AzurePath:
 
 def parse_azure(uri: str) -> AzurePath | None:
     """``abfs[s]://<container>@<account>.<host>/<path>`` (the Hadoop ABFS form) or
-    ``abfs[s]://<container>/<path>``; None for any other form (left to ``pyarrow.fs``)."""
+    ``abfs[s]://<container>/<path>``; None for any other form (left to ``pyarrow.fs``).
+
+    >>> parse_azure("abfss://lake@acct.dfs.core.windows.net/state/q1")
+    AzurePath(account='acct', container='lake', path='state/q1')
+    >>> parse_azure("abfss://lake/state/q1")
+    AzurePath(account=None, container='lake', path='state/q1')
+    >>> parse_azure("abfs://acct.blob.core.windows.net/lake/q1") is None   # pyarrow's own form
+    True
+    """
     parsed = urlparse(uri)
     if parsed.scheme not in AZURE_SCHEMES or parsed.query or not parsed.netloc:
         return None
@@ -89,11 +98,23 @@ def _connection_string(raw: str) -> dict[str, str]:
     return fields
 
 
-def azure_account(named: str | None) -> AzureAccount:
+def azure_account(named: str | None, environ: Mapping[str, str] | None = None) -> AzureAccount:
     """The account to use for a URI naming account ``named`` (None: it names none), from the
-    environment (module docstring). Raises ``ValueError`` when no account is given anywhere, or
-    the connection string is for another account than the URI names."""
-    raw = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+    environment (``environ``, default ``os.environ``; module docstring). Raises ``ValueError``
+    when no account is given anywhere, or the connection string is for another account than the
+    URI names.
+
+    >>> env = {"AZURE_STORAGE_CONNECTION_STRING": "UseDevelopmentStorage=true"}
+    >>> azure_account("devstoreaccount1", env).blob_endpoint
+    'http://127.0.0.1:10000/devstoreaccount1'
+    >>> azure_account("other", env)
+    Traceback (most recent call last):
+    ValueError: AZURE_STORAGE_CONNECTION_STRING is for account 'devstoreaccount1', the URI names 'other'
+    >>> azure_account(None, {"AZURE_STORAGE_ACCOUNT_NAME": "acct", "AZURE_STORAGE_KEY": "k"})
+    AzureAccount(name='acct', blob_endpoint='https://acct.blob.core.windows.net', key='k', sas_token=None)
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("AZURE_STORAGE_CONNECTION_STRING")
     if raw:
         fields = _connection_string(raw)
         if fields.get("UseDevelopmentStorage", "").lower() == "true":
@@ -107,19 +128,26 @@ def azure_account(named: str | None) -> AzureAccount:
         endpoint = fields.get("BlobEndpoint") or f"{protocol}://{name}.blob.{suffix}"
         return AzureAccount(name, endpoint.rstrip("/"), fields.get("AccountKey"),
                             fields.get("SharedAccessSignature"))
-    name = named or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME")
+    name = named or env.get("AZURE_STORAGE_ACCOUNT_NAME")
     if not name:
         raise ValueError("an abfss://<container>/<path> URI needs the account: AZURE_STORAGE_ACCOUNT_NAME, "
                          "AZURE_STORAGE_CONNECTION_STRING, or abfss://<container>@<account>.dfs.core.windows.net/")
-    key = os.environ.get("AZURE_STORAGE_ACCOUNT_KEY") or os.environ.get("AZURE_STORAGE_KEY")
-    sas = None if key else os.environ.get("AZURE_STORAGE_SAS_TOKEN")
+    key = env.get("AZURE_STORAGE_ACCOUNT_KEY") or env.get("AZURE_STORAGE_KEY")
+    sas = None if key else env.get("AZURE_STORAGE_SAS_TOKEN")
     return AzureAccount(name, f"https://{name}.blob.core.windows.net", key, sas)
 
 
 def pyarrow_azure_options(account: AzureAccount) -> dict:
     """Keyword arguments of ``pyarrow.fs.AzureFileSystem`` for ``account``: an endpoint at
     ``<name>.<domain>`` becomes the authority ``.<domain>`` (pyarrow puts the account in front),
-    any other (an emulator's ``host:port/<name>``) is used as it is, path-style."""
+    any other (an emulator's ``host:port/<name>``) is used as it is, path-style.
+
+    >>> opts = pyarrow_azure_options(AzureAccount("acct", "https://acct.blob.core.windows.net"))
+    >>> opts["blob_storage_authority"], opts["dfs_storage_authority"], "account_key" in opts
+    ('.blob.core.windows.net', '.dfs.core.windows.net', False)
+    >>> pyarrow_azure_options(AzureAccount("dev", "http://127.0.0.1:10000/dev", key="k"))["blob_storage_authority"]
+    '127.0.0.1:10000'
+    """
     ep = urlparse(account.blob_endpoint)
     kw: dict = {"account_name": account.name, "blob_storage_scheme": ep.scheme, "dfs_storage_scheme": ep.scheme}
     if ep.netloc.startswith(f"{account.name}."):

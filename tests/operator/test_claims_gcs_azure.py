@@ -138,3 +138,18 @@ def test_the_clients_are_made_once_per_process(store):
     before = dict(conditional_writes._CLIENTS)
     storage.create_exclusive(f"{d}/b", b"1")
     assert conditional_writes._CLIENTS == before and len(before) >= 1
+
+
+def test_an_azure_account_without_a_key_needs_azure_identity(monkeypatch):
+    """No key, SAS token or connection string: the claim client signs in with
+    ``DefaultAzureCredential``, so claims need ``azure-identity`` too (else own-number shards)."""
+    for name in ("AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_KEY",
+                 "AZURE_STORAGE_SAS_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    uri = "abfss://lake@someaccount.dfs.core.windows.net/state/claims/1/shard-0"
+    pytest.importorskip("azure.storage.blob")
+    monkeypatch.setitem(sys.modules, "azure.identity", None)
+    assert not conditional_writes.supported(uri)
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "a2V5")
+    assert conditional_writes.supported(uri)
+    assert not conditional_writes.supported("abfss://lake@someaccount.dfs.core.windows.net:1/x?sv=1")
