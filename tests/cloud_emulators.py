@@ -79,11 +79,14 @@ def fake_gcs_server_binary() -> Path | None:
 
 
 def azurite_blob() -> str | None:
-    """The ``azurite-blob`` executable ``scripts/_setup.sh`` installed, or None."""
+    """The ``azurite-blob`` executable ``scripts/_setup.sh`` installed (``SPARK_WINDOWING_AZURITE``,
+    else the newest in the project's cache, for a pytest run outside ``scripts/test.sh``), or None."""
     path = os.environ.get("SPARK_WINDOWING_AZURITE")
     if path and os.access(path, os.X_OK):
         return path
-    return None
+    cache = Path(os.environ.get("SPARK_WINDOWING_CACHE") or Path.home() / ".cache" / "spark-windowing")
+    found = sorted(cache.glob("azurite-*/node_modules/.bin/azurite-blob"))
+    return str(found[-1]) if found and os.access(found[-1], os.X_OK) else None
 
 
 class GcsEmulator:
