@@ -42,6 +42,24 @@ install_editable() {
     --config-settings-package "spark-windowing:editable_mode=compat"
 }
 
+# Azurite (npm, pinned, in the project's cache): the Azure Blob Storage emulator of the claim tests
+# (tests/cloud_emulators.py finds it through SPARK_WINDOWING_AZURITE). Installed in the background
+# while the virtualenv fills, into a temporary directory renamed into place when complete.
+AZURITE_VERSION="3.37.0"
+AZURITE_DIR="$SPARK_WINDOWING_CACHE/azurite-$AZURITE_VERSION"
+AZURITE_PID=""
+if [ ! -x "$AZURITE_DIR/node_modules/.bin/azurite-blob" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    echo "[setup] installing Azurite $AZURITE_VERSION (npm) into $SPARK_WINDOWING_CACHE (the Azure claim tests)"
+    rm -rf "$AZURITE_DIR.tmp"
+    npm install --prefix "$AZURITE_DIR.tmp" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION" \
+      > "$SPARK_WINDOWING_CACHE/azurite-install.log" 2>&1 &
+    AZURITE_PID=$!
+  else
+    echo "[setup] no npm on this machine: Azurite is not installed, the Azure claim tests are skipped" >&2
+  fi
+fi
+
 make_venv "$VENV"
 STAMP="$VENV/.spark-windowing-installed"
 if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
@@ -70,6 +88,18 @@ PYREQ
   "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check -d "$WHEELHOUSE" \
     -r "$VENV/.wheel-requirements.txt"
   touch "$WHEELHOUSE/.complete"
+fi
+
+if [ -n "$AZURITE_PID" ]; then
+  if ! wait "$AZURITE_PID"; then
+    cat "$SPARK_WINDOWING_CACHE/azurite-install.log" >&2
+    echo "[setup] installing Azurite failed (npm install azurite@$AZURITE_VERSION)" >&2
+    exit 1
+  fi
+  mv "$AZURITE_DIR.tmp" "$AZURITE_DIR"
+fi
+if [ -x "$AZURITE_DIR/node_modules/.bin/azurite-blob" ]; then
+  export SPARK_WINDOWING_AZURITE="$AZURITE_DIR/node_modules/.bin/azurite-blob"
 fi
 
 java_major() {  # prints the major version of the java at $1, or nothing

@@ -53,6 +53,43 @@ def object_store(tmp_path_factory):
     store.stop()
 
 
+def _emulator(emulator_class, workdir: str):
+    """Start ``emulator_class`` (``tests/cloud_emulators.py``) with its endpoint and credentials in
+    ``os.environ``; yield it; stop it and restore the environment. Where it cannot be had
+    (``missing()``) the test is skipped saying why, and fails in CI (``CI=true``), whose set-up
+    installs every emulator."""
+    reason = emulator_class.missing()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{emulator_class.__name__}: {reason}")
+        pytest.skip(reason)
+    store = emulator_class(workdir)
+    saved = {k: os.environ.get(k) for k in store.env}
+    os.environ.update(store.env)
+    yield store
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    store.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_store(tmp_path_factory):
+    """fake-gcs-server on 127.0.0.1 with the bucket ``lake``; ``STORAGE_EMULATOR_HOST`` set for the session."""
+    from tests.cloud_emulators import GcsEmulator
+    yield from _emulator(GcsEmulator, str(tmp_path_factory.mktemp("gcs")))
+
+
+@pytest.fixture(scope="session")
+def azure_store(tmp_path_factory):
+    """Azurite's blob service on 127.0.0.1 with the container ``lake``;
+    ``AZURE_STORAGE_CONNECTION_STRING`` set for the session."""
+    from tests.cloud_emulators import AzureEmulator
+    yield from _emulator(AzureEmulator, str(tmp_path_factory.mktemp("azurite")))
+
+
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory):
     """A real single-node Apache Kafka broker (KRaft) on 127.0.0.1, fetched from Maven Central on

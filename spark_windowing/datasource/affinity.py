@@ -27,9 +27,12 @@ shards one each:
 
 Everything a shard writes (its snapshot, report and late rows) is named by the shard, not the
 partition, so which slot runs it changes nothing downstream. Claims need an exclusive create: a
-local ``stateLocation`` (a symbolic link), or ``s3://`` with ``botocore`` installed (a conditional
-PUT, ``If-None-Match: *``: ``claim_shard_conditional``); elsewhere (``gs://``, ``abfss://``, or
-``s3://`` without ``botocore``) a partition runs the shard of its own number.
+local ``stateLocation`` (a symbolic link), or an object store's conditional write
+(``claim_shard_conditional``, ``storage.create_exclusive``, ``conditional_writes``): ``s3://``
+with ``botocore`` (a PUT with ``If-None-Match: *``), ``gs://`` with ``google-cloud-storage`` (the
+precondition ``ifGenerationMatch=0``), ``abfss://`` / ``abfs://`` with ``azure-storage-blob`` (a Put
+Blob with ``If-None-Match: *``) installed (the ``s3``, ``gcs``, ``azure`` extras). Elsewhere
+(``hdfs://``, or an object store without its client) a partition runs the shard of its own number.
 
 >>> import tempfile
 >>> d = tempfile.mkdtemp()
@@ -79,7 +82,8 @@ def held_shards(state: str, seq: int) -> list[int]:
 def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int,
                  prefer_held: bool = True) -> int:
     """The shard partition ``partition`` of micro-batch ``seq`` (starting at offset ``start_seq``)
-    runs: with a local state location ``state``, the one it claims, preferring those this worker
+    runs: where claims work (``storage.exclusive_create_available``: a local state location
+    ``state``, or an object store with its client), the one it claims, preferring those this worker
     holds (unless not ``prefer_held``: the batch changes the shard count, so no held store is one
     of its shards); else the shard of its own number."""
     fs, root = storage.filesystem(state)

@@ -153,7 +153,8 @@ OPTIONS: tuple[Option, ...] = (
     # ------------------------------------------------------------------ reader: state, late data
     Option("stateLocation", "reader", "State and late data",
            "URI of the operator state (local path, or `s3://`, `gs://`, `abfss://`, `hdfs://` via "
-           "`pyarrow.fs`); `stateBuckets` and the windowing spec are recorded in `stateLocation/spec.json` "
+           "`pyarrow.fs`; on `s3://`, `gs://`, `abfss://` install the `s3`, `gcs` or `azure` extra on the executors "
+           "for shard claims); `stateBuckets` and the windowing spec are recorded in `stateLocation/spec.json` "
            "and fixed for its life; `shards` may change on restart", "required"),
     Option("lateDataPath", "reader", "State and late data",
            "Delta table for dropped late and malformed events (one row per event and window, with `reason`, "

@@ -7,10 +7,14 @@ written once is read back as written. No rename, no directory and no listing is 
 state (listing is used only to delete garbage, ``store.collect_garbage``). On a local filesystem
 a write goes to a temporary file that is renamed into place, for the same all-or-nothing effect.
 
-Object-store endpoint and credentials come from the environment, as for every AWS client:
-``AWS_ENDPOINT_URL`` (e.g. ``http://127.0.0.1:9000`` for an S3-compatible server),
-``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``; on a cluster give them to the
-executors too (``spark.executorEnv.AWS_...``). ``deltalake`` reads the same variables.
+Object-store endpoint and credentials come from the environment, the way each cloud's tools
+read them (``store_endpoints``): for S3 ``AWS_ENDPOINT_URL`` (e.g. ``http://127.0.0.1:9000`` for an
+S3-compatible server), ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``; for GCS
+``STORAGE_EMULATOR_HOST`` or application default credentials; for Azure
+``AZURE_STORAGE_CONNECTION_STRING``, or the account with ``AZURE_STORAGE_ACCOUNT_KEY`` /
+``AZURE_STORAGE_SAS_TOKEN`` / ``DefaultAzureCredential``. On a cluster give them to the executors
+too (``spark.executorEnv.AWS_...``). ``deltalake`` reads the same S3 variables. Exclusive creates
+(shard claims) go through ``conditional_writes``.
 """
 
 from __future__ import annotations
@@ -22,48 +26,71 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-#: One filesystem client per (scheme, bucket, endpoint) and process: creating an S3 client costs
-#: more than a small GET.
-_FILESYSTEMS: dict[tuple[str, str, str | None], pafs.FileSystem] = {}
+from spark_windowing.datasource import conditional_writes, store_endpoints
+
+#: One filesystem client per store configuration and process (``_store_key``): creating an S3
+#: client costs more than a small GET.
+_FILESYSTEMS: dict[tuple, pafs.FileSystem] = {}
+OBJECT_STORE_SCHEMES = ("s3", "gs", *store_endpoints.AZURE_SCHEMES)
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """(filesystem, path within it) for a URI or a local path: the one resolver of the plugin.
 
     A local path (made absolute), ``file:///p`` or ``file:/p`` (Hadoop's spelling) -> the local
-    filesystem; ``s3://`` and ``gs://`` -> a client shared per bucket and endpoint (see
-    ``_object_store``); any other URI as ``pyarrow.fs`` resolves it."""
+    filesystem; ``s3://``, ``gs://`` and ``abfs[s]://`` -> a client shared per store
+    configuration, which comes from the environment (``_object_store``, ``store_endpoints``); any
+    other URI, and one with a query string, as ``pyarrow.fs`` resolves it."""
     if uri.startswith("file:"):
         local = uri[len("file://"):] if uri.startswith("file://") else uri[len("file:"):]
         return pafs.LocalFileSystem(), local
     if "://" not in uri:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
     parsed = urlparse(uri)
-    if parsed.scheme not in ("s3", "gs") or parsed.query:
+    azure = store_endpoints.parse_azure(uri) if parsed.scheme in store_endpoints.AZURE_SCHEMES else None
+    if parsed.scheme not in OBJECT_STORE_SCHEMES or parsed.query or \
+            (parsed.scheme in store_endpoints.AZURE_SCHEMES and azure is None):
         return pafs.FileSystem.from_uri(uri)
-    key = (parsed.scheme, parsed.netloc, os.environ.get("AWS_ENDPOINT_URL"))
+    key = _store_key(parsed.scheme, parsed.netloc, azure)
     fs = _FILESYSTEMS.get(key)
     if fs is None:
-        fs = _FILESYSTEMS[key] = _object_store(parsed.scheme, uri)
+        fs = _FILESYSTEMS[key] = _object_store(key)
+    if azure is not None:
+        return fs, f"{azure.container}/{azure.path}".rstrip("/")
     return fs, f"{parsed.netloc}{parsed.path}".rstrip("/")
 
 
-def _object_store(scheme: str, uri: str) -> pafs.FileSystem:
-    """An S3 client that writes a small object with one PUT (``allow_delayed_open``; the default
-    is a three-request multipart upload) and takes region, endpoint and credentials from the
-    environment; other schemes as ``pyarrow`` resolves them."""
+def _store_key(scheme: str, bucket: str, azure: store_endpoints.AzurePath | None) -> tuple:
+    """What tells one store configuration from another: the endpoint (and for Azure the account
+    and its credentials) as the environment gives them now."""
     if scheme == "s3":
+        return ("s3", bucket, store_endpoints.s3_endpoint(), store_endpoints.s3_region())
+    if scheme == "gs":
+        return ("gs", bucket, store_endpoints.gcs_emulator())
+    return ("az", store_endpoints.azure_account(azure.account))
+
+
+def _object_store(key: tuple) -> pafs.FileSystem:
+    """The ``pyarrow.fs`` client of a store configuration (``_store_key``).
+
+    S3: a small object is written with one PUT (``allow_delayed_open``; the default is a
+    three-request multipart upload), with up to 10 attempts and exponential back-off (~25 s in
+    all): a store that refuses requests for a few seconds (503 Slow Down, a restart) is waited
+    out, not a failed task or driver. GCS: against ``STORAGE_EMULATOR_HOST`` without credentials
+    when it is set. Azure: the account, endpoint and credentials ``store_endpoints`` finds."""
+    if key[0] == "s3":
         kw: dict = {}
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            parts = urlparse(endpoint)
+        if key[2]:
+            parts = urlparse(key[2])
             kw = {"endpoint_override": parts.netloc or parts.path, "scheme": parts.scheme or "https"}
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-        # up to 10 attempts, exponential back-off (~25 s in all): a store that refuses requests
-        # for a few seconds (503 Slow Down, a restart) is waited out, not a failed task or driver
-        return pafs.S3FileSystem(allow_delayed_open=True, region=region,
+        return pafs.S3FileSystem(allow_delayed_open=True, region=key[3],
                                  retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=10), **kw)
-    return pafs.FileSystem.from_uri(uri)[0]
+    if key[0] == "gs":
+        if key[2]:
+            parts = urlparse(key[2])
+            return pafs.GcsFileSystem(anonymous=True, scheme=parts.scheme, endpoint_override=parts.netloc)
+        return pafs.GcsFileSystem()
+    return pafs.AzureFileSystem(**store_endpoints.pyarrow_azure_options(key[1]))
 
 
 def is_local(fs: pafs.FileSystem) -> bool:
@@ -78,7 +105,11 @@ def join_uri(original: str, root: str, path: str) -> str:
     """Map a path listed under ``root`` back to the URI form of ``original``."""
     if "://" not in original:
         return path
-    scheme = original.split("://", 1)[0]
+    scheme, rest = original.split("://", 1)
+    netloc = rest.split("/", 1)[0]
+    if "@" in netloc and scheme in store_endpoints.AZURE_SCHEMES:   # <container>@<account>.<host>
+        container, host = netloc.split("@", 1)
+        return f"{scheme}://{container}@{host}/{path[len(container):].lstrip('/')}"
     return f"{scheme}://{path}"
 
 
@@ -144,29 +175,20 @@ def write_atomic(uri: str, data: bytes, *, durable: bool = True) -> None:
             f.write(data)
 
 
-#: botocore S3 clients per (endpoint, region) and process, for conditional writes.
-_S3_CLIENTS: dict[tuple[str | None, str], object] = {}
-
-
 def exclusive_create_available(uri: str) -> bool:
-    """Whether ``create_exclusive`` works for ``uri``: local paths, and ``s3://`` with ``botocore``
-    installed (the ``s3`` extra; ``pyarrow.fs`` cannot send a conditional write)."""
+    """Whether ``create_exclusive`` works for ``uri``: local paths; ``s3://``, ``gs://`` and
+    ``abfs[s]://`` with the store's client installed (the ``s3``, ``gcs``, ``azure`` extras:
+    ``pyarrow.fs`` cannot send a conditional write; ``conditional_writes.supported``)."""
     if is_local(filesystem(uri)[0]):
         return True
-    if not uri.startswith("s3://"):
-        return False
-    try:
-        import botocore  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return conditional_writes.supported(uri)
 
 
 def create_exclusive(uri: str, data: bytes) -> bool:
     """Create ``uri`` holding ``data`` unless it exists (then False), atomically: of concurrent
-    callers exactly one gets True. Locally an ``O_EXCL`` create; on S3 a conditional PUT
-    (``If-None-Match: *``, through ``botocore``: S3, and S3-compatible stores that implement
-    conditional writes, answer 412 when the key exists). Not flushed to disk: claims need not
+    callers exactly one gets True. Locally an ``O_EXCL`` create; on an object store its
+    conditional write (``conditional_writes``: S3 ``If-None-Match: *``, GCS
+    ``ifGenerationMatch=0``, Azure ``If-None-Match: *``). Not flushed to disk: claims need not
     outlive a crash. Raises ``RuntimeError`` where it is not available (``exclusive_create_available``)."""
     fs, path = filesystem(uri)
     if is_local(fs):
@@ -179,34 +201,10 @@ def create_exclusive(uri: str, data: bytes) -> bool:
             f.write(data)
         return True
     if not exclusive_create_available(uri):
-        raise RuntimeError(f"{uri}: an exclusive create needs a local path, or s3:// with botocore installed "
-                           "(pip install 'spark-windowing[s3]')")
-    from botocore.exceptions import ClientError
-    bucket, _, key = uri[len("s3://"):].partition("/")
-    try:
-        _s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-        return True
-    except ClientError as e:  # 412: the key exists; 409: a concurrent conditional write to it won
-        if e.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict") or \
-                e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") in (409, 412):
-            return False
-        raise
-
-
-def _s3_client():
-    """A botocore S3 client configured from the environment like ``_object_store``'s (endpoint,
-    region, credentials), one per process; retries like it (standard mode, 10 attempts)."""
-    import botocore.config
-    import botocore.session
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
-    client = _S3_CLIENTS.get((endpoint, region))
-    if client is None:
-        config = botocore.config.Config(retries={"mode": "standard", "max_attempts": 10},
-                                        s3={"addressing_style": "path"} if endpoint else None)
-        client = _S3_CLIENTS[(endpoint, region)] = botocore.session.get_session().create_client(
-            "s3", region_name=region, endpoint_url=endpoint, config=config)
-    return client
+        raise RuntimeError(f"{uri}: an exclusive create needs a local path, or s3://, gs:// or "
+                           "abfss://<container>[@<account>.dfs.core.windows.net]/ with the store's client "
+                           "installed (pip install 'spark-windowing[s3]', '[gcs]' or '[azure]')")
+    return conditional_writes.create(uri, data)
 
 
 def list_dir(uri: str) -> list[pafs.FileInfo]:
