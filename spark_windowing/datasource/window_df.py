@@ -64,9 +64,10 @@ the value and the accepted forms):
 ``batch_seq`` in pane and late rows is the shard's step count (Spark does not tell a stateful
 processor its batch id) and ``batch_time`` Spark's batch timestamp; both are per micro-batch as in
 ``format("windowed")``, but their values differ from a ``format("windowed")`` run's.
-A DataFrame that already has a ``withWatermark`` keeps it: Spark's query watermark is then the
-minimum of both (``spark.sql.streaming.multipleWatermarkPolicy``), and its rows behind that
-watermark still reach the operator (late panes or the late table, never dropped).
+A DataFrame that already has a ``withWatermark`` keeps it, and that watermark is the operator's:
+Spark allows one watermark per stream (a second ``withWatermark`` fails the query, "Redefining
+watermark is disallowed"), so ``window`` adds none and refuses a ``watermark`` option then. Its
+rows behind that watermark still reach the operator (late panes or the late table, never dropped).
 
 The pane schema carries the producing spec in ``window_start``'s metadata, as ``format("windowed")``'s
 does, so the windowed sink records it, refuses panes of another spec into the same tables, and
@@ -163,7 +164,7 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
     if malformed not in ("late", "fail"):
         raise OptionError("malformedEvents", options.get("malformedevents"), "late, fail with window(df)",
                           why="fail-if-all needs every shard's counts of a batch in one place")
-    return {"spec": spec, "watermark": wm, "malformed": malformed,
+    return {"spec": spec, "watermark": wm, "watermark_given": "watermark" in options, "malformed": malformed,
             "shards": int_option(options, "shards", minimum=1, default=default_shards),
             "buckets": int_option(options, "stateBuckets", minimum=1, default=64),
             "memory_rows": int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
@@ -198,26 +199,51 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     # the producing spec in window_start's metadata, as format("windowed") puts it: the windowed sink
     # records it, refuses panes of another spec, and closes windows in `current` by its lateness
     panes = pane_spec.annotate(arrow_to_spark_schema(op.pane_schema()), pane_spec.produced_by(spec))
-    wm = cfg["watermark"]
+    own = _own_watermark(df)
+    if own is not None and cfg["watermark_given"]:
+        raise OptionError("watermark", next(v for k, v in options.items() if k.lower() == "watermark"),
+                          f"no watermark option: the DataFrame's own withWatermark ({own}) is the query's",
+                          why="Spark allows one watermark per stream (a second withWatermark fails the query: "
+                              "'Redefining watermark is disallowed'); drop the option, or the DataFrame's withWatermark")
+    staged = _unmarked(df) if own is not None else _with_watermark(df, cfg["watermark"], spec, in_schema)
+    if cfg["late_path"]:
+        create_late_table(cfg["late_path"], op.late_schema())
+    from pyspark.sql import functions as F
+    keys = [F.col(k) for k in spec.key_columns]
+    shard = F.pmod(F.xxhash64(*keys), F.lit(cfg["shards"])) if keys else F.lit(0).cast("long")
+    staged = staged.withColumn(SHARD_COLUMN, shard)
+    writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
+    processor = _WindowProcessor(spec, in_schema, cfg, writer, spark.conf.get("spark.sql.session.timeZone"))
+    return staged.groupBy(SHARD_COLUMN).transformWithStateInPandas(
+        processor, outputStructType=panes, outputMode="Append", timeMode="EventTime")
+
+
+def _with_watermark(df: "DataFrame", wm: Any, spec: OperatorSpec, in_schema: pa.Schema) -> "DataFrame":
+    """``df`` with Spark's watermark for the ``watermark`` option (``bounded(d)``: on the event time,
+    d behind; ``column(c)``: on c) on the internal column ``__sw_wm``, its marker cast away."""
+    from pyspark.sql import functions as F
     wm_col = wm.column if wm.kind == "column" else spec.timestamp_column
     wm_type = field_type(in_schema, wm_col)
     if wm_type is None:
         raise OptionError("watermark", f"column({wm_col})", f"column(<a column of {in_schema.names}>)",
                           why="no such column")
     delay_ms = math.ceil(wm.delay / 1000) if wm.kind == "bounded" else 0
-    if cfg["late_path"]:
-        create_late_table(cfg["late_path"], op.late_schema())
-    from pyspark.sql import functions as F
-    keys = [F.col(k) for k in spec.key_columns]
-    shard = F.pmod(F.xxhash64(*keys), F.lit(cfg["shards"])) if keys else F.lit(0).cast("long")
-    staged = (_unmarked(df).withColumn(WM_COLUMN, _time_expr(wm_col, wm_type, spec.timestamp_unit))
-              .withWatermark(WM_COLUMN, f"{delay_ms} milliseconds")
-              .withColumn(WM_COLUMN, F.col(WM_COLUMN).cast("long"))  # no marker: Spark drops no row
-              .withColumn(SHARD_COLUMN, shard))
-    writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
-    processor = _WindowProcessor(spec, in_schema, cfg, writer, spark.conf.get("spark.sql.session.timeZone"))
-    return staged.groupBy(SHARD_COLUMN).transformWithStateInPandas(
-        processor, outputStructType=panes, outputMode="Append", timeMode="EventTime")
+    return (df.withColumn(WM_COLUMN, _time_expr(wm_col, wm_type, spec.timestamp_unit))
+            .withWatermark(WM_COLUMN, f"{delay_ms} milliseconds")
+            .withColumn(WM_COLUMN, F.col(WM_COLUMN).cast("long")))  # no marker: Spark drops no row
+
+
+def _own_watermark(df: "DataFrame") -> str | None:
+    """Where ``df``'s own ``withWatermark`` is (``on column 'ts'``), or None when it has none. Read
+    from the columns' watermark markers; a watermark whose column was dropped is found in the
+    logical plan (classic PySpark only: a Connect DataFrame shows no plan)."""
+    marked = [f.name for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
+    if marked:
+        return "on column " + ", ".join(repr(c) for c in marked)
+    jdf = getattr(df, "_jdf", None)
+    if jdf is not None and "EventTimeWatermark" in jdf.queryExecution().logical().toString():
+        return "on a column it no longer has"
+    return None
 
 
 def _unmarked(df: "DataFrame") -> "DataFrame":
@@ -226,7 +252,7 @@ def _unmarked(df: "DataFrame") -> "DataFrame":
     watermark, before the operator could send them to a late pane or the late table. The marker
     is column metadata; re-aliasing with explicit metadata (the rest of it, or our own key when
     nothing else is left: PySpark ignores empty metadata) replaces it. The query keeps the user's
-    watermark (Spark takes the minimum of both)."""
+    watermark: it still tracks the column where it was defined."""
     marked = [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
     if not marked:
         return df

@@ -110,11 +110,13 @@ def test_window_df_equals_format_windowed(rocksdb, tmp_path, case):
     want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
                              "lateDataPath": str(tmp_path / "late_src"), "stateLocation": str(tmp_path / "state")},
                      str(tmp_path / "chk_src"))
-    # tumbling: the DataFrame has a withWatermark of its own on the event time, 0 s behind (the
-    # query's watermark is the smaller one, ours); Spark must still drop none of its rows behind
-    # it: the late panes and too_late rows below are those rows
-    got = run_window_df(spark, events, {**common, "lateDataPath": str(tmp_path / "late_df")},
-                        str(tmp_path / "chk_df"), own_watermark="0 seconds" if case == "tumbling" else None)
+    # tumbling: the DataFrame has a withWatermark of its own, the same bounded(2 seconds) on the
+    # event time, and window(df) no watermark option: that watermark is the operator's, and Spark
+    # must drop none of the rows behind it (the LATE panes and too_late rows below are those rows)
+    own = "2 seconds" if case == "tumbling" else None
+    mine = {k: v for k, v in common.items() if not (own and k == "watermark")}
+    got = run_window_df(spark, events, {**mine, "lateDataPath": str(tmp_path / "late_df")},
+                        str(tmp_path / "chk_df"), own_watermark=own)
     assert got.schema.names == want.schema.names
     assert want.num_rows > 0
     assert rows(got, drop=RUN_COLUMNS) == rows(want, drop=RUN_COLUMNS)
@@ -212,6 +214,19 @@ def test_window_df_refuses_what_it_cannot_do(rocksdb, options, option, why):
     with pytest.raises(OptionError) as e:
         spark_windowing.window(df, **{k: v for k, v in given.items() if v is not None})
     assert e.value.option == option and why in str(e.value)
+
+
+def test_a_watermark_option_over_a_dataframe_with_its_own_watermark_is_refused(rocksdb):
+    """Spark allows one watermark per stream: a second withWatermark would fail the query at its
+    first batch ("Redefining watermark is disallowed"); refused at once, naming both."""
+    df = rocksdb.readStream.format("rate").load().withWatermark("timestamp", "5 seconds")
+    with pytest.raises(OptionError) as e:
+        spark_windowing.window(df, window="tumbling(1 minute)", timestampColumn="timestamp",
+                               aggregate="count(*) AS n", watermark="bounded(1 second)")
+    assert e.value.option == "watermark" and "'timestamp'" in str(e.value) and "one watermark" in str(e.value)
+    # without the option, the DataFrame's watermark is the operator's
+    assert spark_windowing.window(df, window="tumbling(1 minute)", timestampColumn="timestamp",
+                                  aggregate="count(*) AS n").isStreaming
 
 
 def test_window_df_names_the_state_store_it_needs(spark):
