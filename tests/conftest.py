@@ -75,17 +75,17 @@ def _emulator(emulator_class, workdir: str):
     store.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def gcs_store(tmp_path_factory):
-    """fake-gcs-server on 127.0.0.1 with the bucket ``lake``; ``STORAGE_EMULATOR_HOST`` set for the session."""
+    """fake-gcs-server on 127.0.0.1 with the bucket ``lake``; ``STORAGE_EMULATOR_HOST`` set for the module's tests."""
     from tests.cloud_emulators import GcsEmulator
     yield from _emulator(GcsEmulator, str(tmp_path_factory.mktemp("gcs")))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def azure_store(tmp_path_factory):
     """Azurite's blob service on 127.0.0.1 with the container ``lake``;
-    ``AZURE_STORAGE_CONNECTION_STRING`` set for the session."""
+    ``AZURE_STORAGE_CONNECTION_STRING`` set for the module's tests."""
     from tests.cloud_emulators import AzureEmulator
     yield from _emulator(AzureEmulator, str(tmp_path_factory.mktemp("azurite")))
 
