@@ -38,7 +38,7 @@ make_venv() {
 install_editable() {
   local venv="$1" extras="$2"
   shift 2
-  "$UV" pip install --quiet --python "$venv/bin/python" -e "$ROOT[$extras]" "$@" \
+  "$UV" pip install --quiet --compile-bytecode --python "$venv/bin/python" -e "$ROOT[$extras]" "$@" \
     --config-settings-package "spark-windowing:editable_mode=compat"
 }
 
@@ -67,6 +67,12 @@ if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   install_editable "$VENV" test,plot
   touch "$STAMP"
 fi
+# Bytecode, compiled here once: uv installs without it unless asked (--compile-bytecode above), and
+# where Python may not write it (PYTHONDONTWRITEBYTECODE, set on some machines) every Python process
+# Spark starts would compile pyspark, pandas and the plugin from source again: 2.2 s instead of
+# 0.75 s to import pyspark, pyarrow, pandas and deltalake, per worker (2026-11-27). The checkout's
+# own package is compiled on every run (only what changed).
+"$VENV/bin/python" -m compileall -q "$ROOT/spark_windowing" "$ROOT/pyspark_windowed.py" > /dev/null
 
 # A wheelhouse of the project's runtime dependencies (and its build backend), so that
 # tests/spark/test_wheel.py can build the wheel and install it into a bare virtualenv without
