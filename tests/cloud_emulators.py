@@ -19,53 +19,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 from spark_windowing.datasource.store_endpoints import AZURITE_ACCOUNT, AZURITE_KEY
-from tests.objectstore import free_port
+from tests.objectstore import ServerProcess, free_port
 
 BUCKET = "lake"
-
-
-def _wait_http(url: str, proc: subprocess.Popen, log: str, timeout: float = 60) -> None:
-    """Until ``url`` answers at all (an HTTP error status counts: the server is up)."""
-    deadline = time.time() + timeout
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"the emulator did not start: {Path(log).read_text()[-2000:]}") from None
-            time.sleep(0.05)
-
-
-class _Process:
-    def __init__(self, argv: list[str], log_path: str, ready_url: str) -> None:
-        self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
-                                     cwd=os.path.dirname(log_path))
-        try:
-            _wait_http(ready_url, self.proc, log_path)
-        except RuntimeError:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
 
 
 def fake_gcs_server_binary() -> Path | None:
@@ -105,7 +65,7 @@ class GcsEmulator:
     def __init__(self, workdir: str) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        self.process = _Process([str(fake_gcs_server_binary()), "-scheme", "http", "-backend", "memory",
+        self.process = ServerProcess([str(fake_gcs_server_binary()), "-scheme", "http", "-backend", "memory",
                                  "-host", "127.0.0.1", "-port", str(port), "-external-url", self.url,
                                  "-log-level", "error"],
                                 os.path.join(workdir, "fake-gcs-server.log"), f"{self.url}/storage/v1/b")
@@ -141,7 +101,7 @@ class AzureEmulator:
     def __init__(self, workdir: str) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
-        self.process = _Process([azurite_blob(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+        self.process = ServerProcess([azurite_blob(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
                                  "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent"],
                                 os.path.join(workdir, "azurite.log"), f"{self.url}?comp=list")
         self.env = {"AZURE_STORAGE_CONNECTION_STRING":

@@ -41,16 +41,23 @@ def object_store(tmp_path_factory):
     session, where pyarrow and deltalake read them."""
     from tests.objectstore import ObjectStore
 
-    store = ObjectStore(str(tmp_path_factory.mktemp("s3")))
+    yield from _serving(ObjectStore(str(tmp_path_factory.mktemp("s3"))))
+
+
+def _serving(store):
+    """Yield ``store`` (a started test server) with its ``env`` in ``os.environ``; then restore the
+    environment and stop it."""
     saved = {k: os.environ.get(k) for k in store.env}
     os.environ.update(store.env)
-    yield store
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    store.stop()
+    try:
+        yield store
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        store.stop()
 
 
 def _emulator(emulator_class, workdir: str):
@@ -63,16 +70,7 @@ def _emulator(emulator_class, workdir: str):
         if os.environ.get("CI") == "true":
             pytest.fail(f"{emulator_class.__name__}: {reason}")
         pytest.skip(reason)
-    store = emulator_class(workdir)
-    saved = {k: os.environ.get(k) for k in store.env}
-    os.environ.update(store.env)
-    yield store
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    store.stop()
+    yield from _serving(emulator_class(workdir))
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass
@@ -43,30 +44,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_http(url: str, timeout: float) -> None:
+def _wait_http(url: str, proc: subprocess.Popen, log: str, timeout: float = 60) -> None:
+    """Until ``url`` answers at all (an HTTP error status counts: the server is up); fails at once
+    when the process has ended, with the end of its log."""
     deadline = time.time() + timeout
     while True:
         try:
             urllib.request.urlopen(url, timeout=2).read()
             return
+        except urllib.error.HTTPError:
+            return
         except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.2)
+            if proc.poll() is not None or time.time() > deadline:
+                with open(log, "rb") as f:
+                    tail = f.read()[-2000:].decode(errors="replace")
+                raise RuntimeError(f"the server did not start: {tail}") from None
+            time.sleep(0.05)
 
 
-class S3Server:
-    """moto's S3 server process (state in memory, gone when the process stops)."""
+class ServerProcess:
+    """A test server: ``argv`` as a process of its own (its output to ``log_path``), waited for
+    until ``ready_url`` answers; ``stop`` ends it (terminate, then kill after 10 s)."""
 
-    def __init__(self, log_path: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, argv: list[str], log_path: str, ready_url: str) -> None:
         self._log = open(log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                     cwd=os.path.dirname(log_path))
         try:
-            _wait_http(self.url + "/moto-api/", 60)
-        except OSError:
+            _wait_http(ready_url, self.proc, log_path)
+        except RuntimeError:
             self.stop()
             raise
 
@@ -79,6 +85,19 @@ class S3Server:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+class S3Server:
+    """moto's S3 server process (state in memory, gone when the process stops)."""
+
+    def __init__(self, log_path: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = ServerProcess([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                     log_path, self.url + "/moto-api/")
+
+    def stop(self) -> None:
+        self.process.stop()
 
 
 @dataclass(frozen=True)
