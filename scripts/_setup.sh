@@ -78,7 +78,9 @@ fi
 # tests/spark/test_wheel.py can build the wheel and install it into a bare virtualenv without
 # reaching a package index.
 WHEELHOUSE="$SPARK_WINDOWING_CACHE/wheelhouse"
-if [ ! -f "$WHEELHOUSE/.complete" ] || [ "$ROOT/pyproject.toml" -nt "$WHEELHOUSE/.complete" ]; then
+# Keyed on pyproject.toml's content, not its time: every fresh clone's files are newer than the cache.
+PYPROJECT_SUM="$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)"
+if [ "$(cat "$WHEELHOUSE/.complete" 2>/dev/null)" != "$PYPROJECT_SUM" ]; then
   echo "[setup] filling the wheelhouse $WHEELHOUSE (the project's dependencies, for the wheel test)"
   "$VENV/bin/python" - "$ROOT/pyproject.toml" > "$VENV/.wheel-requirements.txt" <<'PYREQ'
 import sys
@@ -93,7 +95,7 @@ print("\n".join(build + ["wheel"] + project["project"]["dependencies"]
 PYREQ
   "$VENV/bin/python" -m pip download --quiet --disable-pip-version-check -d "$WHEELHOUSE" \
     -r "$VENV/.wheel-requirements.txt"
-  touch "$WHEELHOUSE/.complete"
+  echo "$PYPROJECT_SUM" > "$WHEELHOUSE/.complete"
 fi
 
 if [ -n "$AZURITE_PID" ]; then
