@@ -237,9 +237,9 @@ def _own_watermark(df: "DataFrame") -> str | None:
     """Where ``df``'s own ``withWatermark`` is (``on column 'ts'``), or None when it has none. Read
     from the columns' watermark markers; a watermark whose column was dropped is found in the
     logical plan (classic PySpark only: a Connect DataFrame shows no plan)."""
-    marked = [f.name for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
+    marked = _marked(df)
     if marked:
-        return "on column " + ", ".join(repr(c) for c in marked)
+        return "on column " + ", ".join(repr(f.name) for f in marked)
     jdf = getattr(df, "_jdf", None)
     if jdf is not None and "EventTimeWatermark" in jdf.queryExecution().logical().toString():
         return "on a column it no longer has"
@@ -253,14 +253,23 @@ def _unmarked(df: "DataFrame") -> "DataFrame":
     is column metadata; re-aliasing with explicit metadata (the rest of it, or our own key when
     nothing else is left: PySpark ignores empty metadata) replaces it. The query keeps the user's
     watermark: it still tracks the column where it was defined."""
-    marked = [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
-    if not marked:
+    if not _marked(df):
         return df
     from pyspark.sql import functions as F
-    names = {f.name: f for f in marked}
-    return df.select([F.col(f"`{c}`").alias(c, metadata={k: v for k, v in names[c].metadata.items() if k != _DELAY_KEY}
-                                            or {"spark_windowing.unmarked": True}) if c in names else F.col(f"`{c}`")
-                      for c in df.columns])
+
+    def column(field: Any) -> Any:
+        c = F.col(f"`{field.name}`")
+        if _DELAY_KEY not in (field.metadata or {}):
+            return c
+        rest = {k: v for k, v in field.metadata.items() if k != _DELAY_KEY}
+        return c.alias(field.name, metadata=rest or {"spark_windowing.unmarked": True})
+
+    return df.select([column(f) for f in df.schema.fields])
+
+
+def _marked(df: "DataFrame") -> list:
+    """The fields of ``df`` that carry Spark's watermark marker (a ``withWatermark`` on them)."""
+    return [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
 
 
 class _Info:
