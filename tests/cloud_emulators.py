@@ -66,9 +66,9 @@ class GcsEmulator:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.process = ServerProcess([str(fake_gcs_server_binary()), "-scheme", "http", "-backend", "memory",
-                                 "-host", "127.0.0.1", "-port", str(port), "-external-url", self.url,
-                                 "-log-level", "error"],
-                                os.path.join(workdir, "fake-gcs-server.log"), f"{self.url}/storage/v1/b")
+                                      "-host", "127.0.0.1", "-port", str(port), "-external-url", self.url,
+                                      "-log-level", "error"],
+                                     os.path.join(workdir, "fake-gcs-server.log"), f"{self.url}/storage/v1/b")
         self.env = {"STORAGE_EMULATOR_HOST": self.url}
         req = urllib.request.Request(f"{self.url}/storage/v1/b?project=test", method="POST",
                                      data=json.dumps({"name": BUCKET}).encode(),
@@ -102,8 +102,9 @@ class AzureEmulator:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
         self.process = ServerProcess([azurite_blob(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
-                                 "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent"],
-                                os.path.join(workdir, "azurite.log"), f"{self.url}?comp=list")
+                                      "--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry",
+                                      "--silent"],
+                                     os.path.join(workdir, "azurite.log"), f"{self.url}?comp=list")
         self.env = {"AZURE_STORAGE_CONNECTION_STRING":
                     f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
                     f"BlobEndpoint={self.url};"}

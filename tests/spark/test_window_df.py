@@ -69,10 +69,15 @@ def make_bundles(seed: int, n_bundles: int = 6, per_bundle: int = 12) -> list[li
     return out
 
 
+def events_stream(spark, path: str):
+    """Spark's file source over the parquet files, one file per micro-batch."""
+    return spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(path)
+
+
 def run_window_df(spark, path: str, options: dict, checkpoint: str, own_watermark: str | None = None) -> pa.Table:
     """window(df) over the parquet files, one per micro-batch, into a memory sink; ``own_watermark``:
     the DataFrame first gets a ``withWatermark("ts", own_watermark)`` of its own."""
-    df = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(path)
+    df = events_stream(spark, path)
     if own_watermark is not None:
         df = df.withWatermark("ts", own_watermark)
     panes = df.transform(lambda d: spark_windowing.window(d, **options))
@@ -144,9 +149,8 @@ def test_window_df_over_a_stream_stream_join(rocksdb, tmp_path):
               "watermark": "bounded(2 seconds)", **CASES["tumbling"]}
     want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
                              "stateLocation": str(tmp_path / "state")}, str(tmp_path / "chk_src"))
-    left = spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
-    right = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
-             .toDF("k2", "ts2", "v2"))
+    left = events_stream(spark, events)
+    right = events_stream(spark, events).toDF("k2", "ts2", "v2")
     joined = left.join(right, (left.k == right.k2) & (left.ts == right.ts2) & (left.v == right.v2)).drop(
         "k2", "ts2", "v2")
     got = _run(spark_windowing.window(joined, **common), str(tmp_path / "chk_df"))
@@ -257,7 +261,7 @@ def test_a_restart_with_another_shard_count_or_window_is_refused_naming_it(rocks
              "window": "tumbling(8 seconds)", "watermark": "bounded(2 seconds)"}
 
     def run(options: dict):   # a file sink: a query that restarts from its checkpoint
-        df = rocksdb.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
+        df = events_stream(rocksdb, events)
         q = (spark_windowing.window(df, **options).writeStream.format("parquet")
              .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "chk"))
              .trigger(availableNow=True).start())
@@ -283,7 +287,7 @@ def test_window_df_into_the_windowed_sink_closes_windows_and_keeps_its_spec(rock
                "watermark": "bounded(2 seconds)", **CASES["tumbling"]}
 
     def start(opts: dict, checkpoint: str):
-        df = rocksdb.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(events)
+        df = events_stream(rocksdb, events)
         return (spark_windowing.window(df, **opts).writeStream.format("windowed")
                 .option("path", str(tmp_path / "panes")).option("checkpointLocation", checkpoint)
                 .trigger(availableNow=True).start())
