@@ -25,6 +25,19 @@ shards one each:
   object store: ``local_copies``), then the shard of its own number, then the others in order, and
   runs the first it gets.
 
+**Waiting for the holder** (object-store state, ``claimWait`` > 0). A Python source cannot give
+its partitions preferred locations, so Spark can hand one executor more of a batch's tasks than it
+holds shards while another executor is still busy; the extra task would read a shard's state back
+from the store although the other executor holds it. So on an object store a batch has ``2 *
+shards`` slots (``slots``), and a claim names its executor (``executor_tag``). A slot that gets
+none of the shards its executor holds looks at the unclaimed ones (one listing): a shard that
+another executor ran in the previous batch (its claim there names it) is left to that executor for
+up to ``claimWait``, polling; the spare slots give the holder a task to claim it with when its
+current one ends. A slot that finds every shard claimed runs nothing. After ``claimWait`` (the
+holder was lost, or is busy that long) the slot claims the shard and reads its state from the
+store, as before. Shards nobody held (the first batch, a new executor's) are claimed at once. With
+a local ``stateLocation`` or ``claimWait`` 0 a batch has ``shards`` slots and nobody waits.
+
 Everything a shard writes (its snapshot, report and late rows) is named by the shard, not the
 partition, so which slot runs it changes nothing downstream. Claims need an exclusive create: a
 local ``stateLocation`` (a symbolic link), or an object store's conditional write
@@ -44,19 +57,43 @@ Blob with ``If-None-Match: *``) installed (the ``s3``, ``gcs``, ``azure`` extras
 
 from __future__ import annotations
 
+import hashlib
 import os
-from typing import TYPE_CHECKING
+import socket
+import time
+from typing import TYPE_CHECKING, Callable
 
 from spark_windowing.datasource import layout, local_copies, storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from spark_windowing.store import StateStore
 
-__all__ = ["shard_to_run", "claim_shard", "claim_shard_conditional", "held_shards", "keep_open", "take_open"]
+__all__ = ["shard_to_run", "slots", "claim_shard", "claim_shard_conditional", "held_shards", "keep_open", "take_open",
+           "executor_tag"]
 
 #: This worker's open state stores by (state location, shard), least recently used first.
 _STORES: dict[tuple[str, int], "StateStore"] = {}
 MAX_OPEN_STORES = 4
+#: How often a slot waiting for another executor's shard looks at the claims again, seconds.
+POLL_SECONDS = 0.1
+
+
+def slots(state: str, shards: int, claim_wait: float) -> int:
+    """The partitions of a micro-batch of ``shards`` shards: ``2 * shards`` where slots wait for
+    the executor holding a shard (an object-store ``state`` with claims, ``claim_wait`` > 0: the
+    spare slots give that executor a task to claim it with), else ``shards``."""
+    waits = shards > 1 and claim_wait > 0 and not storage.is_local(storage.filesystem(state)[0]) \
+        and storage.exclusive_create_available(state)
+    return 2 * shards if waits else shards
+
+
+def executor_tag() -> str:
+    """This Python worker's executor, as a claim names it: a hash of the host and the executor's
+    local directory (``SPARK_LOCAL_DIRS``, one per executor); '' outside a Spark task."""
+    local_dirs = os.environ.get("SPARK_LOCAL_DIRS", "")
+    if not local_dirs:
+        return ""
+    return hashlib.sha256(f"{socket.gethostname()}|{local_dirs}".encode()).hexdigest()[:12]
 
 
 def keep_open(state: str, shard: int, store: "StateStore") -> None:
@@ -80,46 +117,114 @@ def held_shards(state: str, seq: int) -> list[int]:
 
 
 def shard_to_run(state: str, shards: int, *, partition: int, start_seq: int, seq: int,
-                 prefer_held: bool = True) -> int:
+                 prefer_held: bool = True, claim_wait: float = 0.0) -> int | None:
     """The shard partition ``partition`` of micro-batch ``seq`` (starting at offset ``start_seq``)
-    runs: where claims work (``storage.exclusive_create_available``: a local state location
-    ``state``, or an object store with its client), the one it claims, preferring those this worker
-    holds (unless not ``prefer_held``: the batch changes the shard count, so no held store is one
-    of its shards); else the shard of its own number."""
+    runs, or None (a spare slot: every shard is claimed): where claims work
+    (``storage.exclusive_create_available``: a local state location ``state``, or an object store
+    with its client), the one it claims, preferring those this worker holds (unless not
+    ``prefer_held``: the batch changes the shard count, so no held store is one of its shards) and
+    leaving those another executor held to it for up to ``claim_wait`` seconds (object stores,
+    when the batch has ``slots`` > ``shards``); else the shard of its own number."""
     fs, root = storage.filesystem(state)
     if shards == 1 or not storage.exclusive_create_available(state):
         return partition
     held = held_shards(state, start_seq) + local_copies.local_shards(state, start_seq) if prefer_held else []
     if storage.is_local(fs):
         return claim_shard(layout.claims_dir(root, seq), partition=partition, preferred=held, shards=shards)
-    return claim_shard_conditional(layout.claims_dir(state, seq), partition=partition, preferred=held, shards=shards)
+    waits = prefer_held and slots(state, shards, claim_wait) > shards
+    return claim_shard_conditional(layout.claims_dir(state, seq), partition=partition, preferred=held, shards=shards,
+                                   previous=layout.claims_dir(state, start_seq) if waits and start_seq > 0 else None,
+                                   claim_wait=claim_wait if waits else 0.0)
 
 
-def claim_shard_conditional(directory: str, *, partition: int, preferred: list[int], shards: int) -> int:
+def claim_shard_conditional(directory: str, *, partition: int, preferred: list[int], shards: int,
+                            previous: str | None = None, claim_wait: float = 0.0) -> int | None:
     """``claim_shard`` on an object store (``directory`` a URI), by conditional writes: a claim
-    ``shard-<s>`` holding the partition's number is created only if absent
+    ``shard-<s>`` holding the partition's number and ``executor_tag`` is created only if absent
     (``storage.create_exclusive``). Before each attempt the partition records the shard it is
     about to claim (``partition-<p>``, a plain PUT only it writes), so a retry finds the shard it
     claimed without reading every claim: 3 requests for a first attempt that gets its first
     choice (its intent read, found absent; the intent; the claim), 4 more per shard already taken
-    (a read is a HEAD and a GET), 4 for a retry."""
+    (a read is a HEAD and a GET), 4 for a retry.
+
+    With ``claim_wait`` > 0 (the batch has spare slots; ``previous`` the claims of the batch
+    before), a partition that gets none of ``preferred`` lists the claims, leaves shards another
+    executor claimed in ``previous`` to it for up to ``claim_wait`` seconds, and returns None once
+    every shard is claimed (module docstring)."""
     intent = f"{directory}/partition-{partition}"
     before = storage.read_bytes(intent, missing_ok=True)
     if before is not None and _owner(directory, int(before)) == partition:
         return int(before)
-    for shard in dict.fromkeys([*(s for s in preferred if s < shards), partition % shards, *range(shards)]):
+    body = _claim_body(partition)
+
+    def claim(shard: int) -> bool:
         storage.write_atomic(intent, str(shard).encode(), durable=False)
-        if storage.create_exclusive(f"{directory}/shard-{shard}", str(partition).encode()) \
-                or _owner(directory, shard) == partition:
+        return storage.create_exclusive(f"{directory}/shard-{shard}", body) or _owner(directory, shard) == partition
+
+    order = list(dict.fromkeys([*(s for s in preferred if s < shards), partition % shards, *range(shards)]))
+    if claim_wait > 0:
+        for shard in dict.fromkeys(s for s in preferred if s < shards):
+            if claim(shard):
+                return shard
+        return _claim_or_wait(directory, shards, order, previous, claim_wait, claim)
+    for shard in order:
+        if claim(shard):
             return shard
     raise RuntimeError(f"{directory}: every shard of this micro-batch is claimed by another partition, none by "
                        f"partition {partition}; the claims were changed while the query ran")
 
 
+def _claim_or_wait(directory: str, shards: int, order: list[int], previous: str | None, claim_wait: float,
+                   claim: Callable[[int], bool]) -> int | None:
+    """The first unclaimed shard of ``order`` that ``claim`` gets; None once every shard is
+    claimed. If this executor ran a shard in the batch before (its claims in ``previous``), shards
+    another executor ran then are left to it for ``claim_wait`` seconds: that executor is alive
+    as far as anyone knows. An executor that ran none (new, or every executor after a restart)
+    waits for nobody."""
+    holders: dict[int, str] | None = None
+    deadline = time.monotonic() + claim_wait
+    while True:
+        taken = _claimed(directory)
+        free = [s for s in order if s not in taken]
+        if not free:
+            return None
+        if holders is None:
+            holders = _claimers(previous, shards) if previous else {}
+            me = executor_tag()
+            if not me or me not in holders.values():
+                holders = {}
+        late = time.monotonic() >= deadline
+        for shard in free if late else [s for s in free if holders.get(s, me) == me]:
+            if claim(shard):
+                return shard
+        if not late:
+            time.sleep(POLL_SECONDS)
+
+
+def _claimed(directory: str) -> set[int]:
+    """The shards claimed in ``directory`` (a URI): one listing."""
+    names = (info.base_name for info in storage.list_dir(directory))
+    return {int(n[6:]) for n in names if n.startswith("shard-") and n[6:].isdigit()}
+
+
+def _claim_body(partition: int) -> bytes:
+    """A claim's content: the partition's number, then this worker's ``executor_tag`` if any."""
+    tag = executor_tag()
+    return f"{partition} {tag}".encode() if tag else str(partition).encode()
+
+
+def _claimers(directory: str, shards: int) -> dict[int, str]:
+    """Shard -> the ``executor_tag`` its claim in ``directory`` names (claims read in parallel;
+    shards without a claim, or whose claim names no executor, left out)."""
+    raws = storage.read_many([f"{directory}/shard-{s}" for s in range(shards)], missing_ok=True)
+    tags = {s: raw.decode().partition(" ")[2] for s, raw in enumerate(raws) if raw is not None}
+    return {s: tag for s, tag in tags.items() if tag}
+
+
 def _owner(directory: str, shard: int) -> int | None:
     """The partition that claimed ``shard`` (claims in ``directory``, a URI), or None."""
     raw = storage.read_bytes(f"{directory}/shard-{shard}", missing_ok=True)
-    return None if raw is None else int(raw)
+    return None if raw is None else int(raw.split()[0])
 
 
 def claim_shard(directory: str, *, partition: int, preferred: list[int], shards: int) -> int:

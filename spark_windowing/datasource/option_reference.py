@@ -166,6 +166,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("stateMemoryRows", "reader", "State and late data",
            "windows per shard kept in memory (more spill to `stateLocation`, by key bucket; a batch whose "
            "buckets need more is run a memory-full of buckets at a time)", "`2000000`"),
+    Option("claimWait", "reader", "State and late data",
+           "with `stateLocation` on an object store: how long a task leaves a shard to the executor that "
+           "ran it in the previous micro-batch (and holds its state) before taking it over and reading the "
+           "state from the store; a batch then has twice `shards` tasks, the spare ones running nothing "
+           "([Shard affinity](cluster.md#state-reads-after-warm-up)); `0 seconds`: no waiting, `shards` tasks", "`3 seconds`"),
     Option("stateBuckets", "reader", "State and late data",
            "key buckets per shard (the unit of loading, spilling and incremental snapshots); fixes the "
            "state's bucket layout, so it is fixed for the life of a state location (unlike `shards`)", "`64`"),

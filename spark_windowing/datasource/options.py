@@ -15,6 +15,7 @@ from spark_windowing.datasource.maintenance import MaintenanceOptions
 from spark_windowing.datasource.option_reference import options_of
 from spark_windowing.datasource.option_values import bool_option, int_option
 from spark_windowing.datasource.upstreams import UPSTREAMS
+from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError, UnknownOptionError
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
@@ -40,7 +41,7 @@ KNOWN_OPTIONS = {
     "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
-    "statebuckets", "statememoryrows", "skipchangecommits", "ignoredeletes", "malformedevents",
+    "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
     # upkeep of the late-data table (spark_windowing.datasource.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -79,6 +80,7 @@ class SourceConfig:
     query_name: str | None = None
     state_buckets: int = 64                  # key buckets per shard (unit of loading / spilling / rewriting)
     state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
+    claim_wait: float = 3.0                  # seconds a slot leaves a shard to the executor holding it
     manifest_dir: str = SOURCES_DIR          # under stateLocation: the file source's manifest
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
     malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
@@ -154,6 +156,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         query_name=options.get("queryname"),
         state_buckets=int_option(options, "stateBuckets", minimum=1, default=64),
         state_memory_rows=int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
+        claim_wait=parse_duration(options.get("claimwait") or "3 seconds", option="claimWait") / 1e6,
         late_maintenance=MaintenanceOptions.parse(options),
         malformed_events=_malformed_events(options.get("malformedevents")),
     )

@@ -3,7 +3,8 @@
 Data flow per micro-batch::
 
     latestOffset(start)  driver: upstream position, batch time, global watermark  -> end offset
-    partitions(s, e)     driver: one partition per key shard (all shards, every batch)
+    partitions(s, e)     driver: one partition per key shard (all shards, every batch; twice as many
+                         slots with object-store state: ``affinity.slots``)
     read(partition)      executor: claim a shard (preferably one this worker holds: ``affinity``),
                          state @s -> read & filter events -> operator.step -> state @e
                          (atomic), late rows -> lateDataPath (exactly once), report -> panes
@@ -42,7 +43,7 @@ from pyspark.sql.types import StructType
 from spark_windowing.datasource import layout, local_copies, rescale, shard_reports, shard_state, sharding, storage
 from spark_windowing.datasource.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                malformed_sample, recorded_options)
-from spark_windowing.datasource.affinity import keep_open, shard_to_run
+from spark_windowing.datasource.affinity import keep_open, shard_to_run, slots
 from spark_windowing.datasource.late_table import append_late_rows, create_late_table
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource.maintenance import maintain, upkeep_due
@@ -209,7 +210,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.up2 is not None:
             planned = [planned, self.up2.plan(start["up2"], end["up2"])]
         old, new = self._shards(start), self._shards(end)
-        return [ShardPartition(i, {**start, "shards": old}, {**end, "shards": new}, planned) for i in range(new)]
+        n = slots(self.cfg.state_location, new, self.cfg.claim_wait) if old == new else new
+        return [ShardPartition(i, {**start, "shards": old}, {**end, "shards": new}, planned) for i in range(n)]
 
     def commit(self, end: dict) -> None:
         """Spark has finished everything up to ``end``: the late-data table's upkeep when it is due
@@ -262,7 +264,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         cfg, start, end = self.cfg, partition.start, partition.end
         old, shards = int(start["shards"]), int(end["shards"])
         shard = shard_to_run(cfg.state_location, shards, partition=partition.shard, start_seq=int(start["seq"]),
-                             seq=int(end["seq"]), prefer_held=old == shards)
+                             seq=int(end["seq"]), prefer_held=old == shards, claim_wait=cfg.claim_wait)
+        if shard is None:  # a spare slot: every shard is claimed (affinity)
+            return
         partition = ShardPartition(shard, start, end, partition.planned)
         store, how = shard_state.open_store(cfg, shard, int(start["seq"]), input_schema(cfg), old_shards=old,
                                             shards=shards)

@@ -55,7 +55,8 @@ def main(path: str) -> int:
     query.awaitTermination()
     for p in query.recentProgress:  # attributes: through Connect p["numInputRows"] is None (not a
         # top-level field of the progress JSON there), the property sums the sources'
-        print("PROGRESS", json.dumps({"batchId": p.batchId, "numInputRows": p.numInputRows}), flush=True)
+        print("PROGRESS", json.dumps({"batchId": p.batchId, "numInputRows": p.numInputRows,
+                                      "ms": (p.durationMs or {}).get("triggerExecution")}), flush=True)
     if query.exception() is not None:
         print("QUERY FAILED:", query.exception(), file=sys.stderr, flush=True)
         return 1
