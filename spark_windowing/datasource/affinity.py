@@ -176,29 +176,32 @@ def claim_shard_conditional(directory: str, *, partition: int, preferred: list[i
 
 def _claim_or_wait(directory: str, shards: int, order: list[int], previous: str | None, claim_wait: float,
                    claim: Callable[[int], bool]) -> int | None:
-    """The first unclaimed shard of ``order`` that ``claim`` gets; None once every shard is
-    claimed. If this executor ran a shard in the batch before (its claims in ``previous``), shards
-    another executor ran then are left to it for ``claim_wait`` seconds: that executor is alive
-    as far as anyone knows. An executor that ran none (new, or every executor after a restart)
-    waits for nobody."""
-    holders: dict[int, str] | None = None
+    """The first unclaimed shard of ``order`` that ``claim`` gets, leaving those held elsewhere
+    (``_held_elsewhere``) to their executor for ``claim_wait`` seconds; None once every shard is
+    claimed."""
+    elsewhere: set[int] | None = None   # read once, when a shard is found unclaimed
     deadline = time.monotonic() + claim_wait
     while True:
-        taken = _claimed(directory)
-        free = [s for s in order if s not in taken]
+        free = [s for s in order if s not in _claimed(directory)]
         if not free:
             return None
-        if holders is None:
-            holders = _claimers(previous, shards) if previous else {}
-            me = executor_tag()
-            if not me or me not in holders.values():
-                holders = {}
+        if elsewhere is None:
+            elsewhere = _held_elsewhere(previous, shards)
         late = time.monotonic() >= deadline
-        for shard in free if late else [s for s in free if holders.get(s, me) == me]:
+        for shard in free if late else [s for s in free if s not in elsewhere]:
             if claim(shard):
                 return shard
         if not late:
             time.sleep(POLL_SECONDS)
+
+
+def _held_elsewhere(previous: str | None, shards: int) -> set[int]:
+    """The shards another executor ran in the batch whose claims are in ``previous``, if this
+    executor ran one there too (so those executors are alive as far as anyone knows); none if it
+    ran none (a new executor, or every executor after a restart: it waits for nobody)."""
+    tags = _claimers(previous, shards) if previous else {}
+    me = executor_tag()
+    return {s for s, tag in tags.items() if tag != me} if me and me in tags.values() else set()
 
 
 def _claimed(directory: str) -> set[int]:
