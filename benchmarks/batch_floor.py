@@ -6,10 +6,12 @@
 What any query whose source and sink are Python data sources pays, whatever they do, on this
 machine: Spark starts Python processes to plan the read, to create the writer, to run each task's
 reading and writing, and to commit; each batch goes through Spark's offset and commit logs.
-Three queries, each in a fresh process (a fresh JVM and fresh Python workers: batch 0 is the
+Four queries, each in a fresh process (a fresh JVM and fresh Python workers: batch 0 is the
 cold start), the same trigger (as fast as possible, ``processingTime`` 0), 2 partitions a batch,
 ``local[2]``:
 
+* ``native``: Spark's ``rate`` source (200 rows a second) into the ``noop`` sink: no Python
+  process at all, the JVM's own floor;
 * ``floor``: a Python stream reader whose two partitions yield one row each, into a Python sink
   whose tasks return an empty message and whose commit does nothing;
 * ``floor_delta``: the same, the commit appending one row to a Delta table with delta-rs (what
@@ -32,7 +34,7 @@ import sys
 import tempfile
 import time
 
-QUERIES = ("floor", "floor_delta", "ours")
+QUERIES = ("native", "floor", "floor_delta", "ours")
 
 
 def _session():
@@ -115,6 +117,8 @@ def run_one(query: str, work: str, batches: int) -> dict:
               .option("timestampColumn", "event_time").option("keyColumns", "user_id")
               .option("stateLocation", os.path.join(work, "state")).load())
         writer = df.writeStream.format("windowed").option("path", os.path.join(work, "panes"))
+    elif query == "native":
+        writer = spark.readStream.format("rate").option("rowsPerSecond", "200").load().writeStream.format("noop")
     else:
         spark.dataSource.register(_floor_source_and_sink(os.path.join(work, "delta") if query == "floor_delta" else None))
         writer = spark.readStream.format("floor").load().writeStream.format("floor")
@@ -130,7 +134,7 @@ def run_one(query: str, work: str, batches: int) -> dict:
     q.stop()
     progress = q.recentProgress
     later = [p.durationMs["triggerExecution"] / 1000 for p in progress[1:batches]]
-    return {"batch0_s": first, "later_s": later}
+    return {"batch0_s": first, "later_s": later, "batch0_phases": dict(progress[0].durationMs)}
 
 
 def main() -> None:
@@ -155,6 +159,7 @@ def main() -> None:
             print(f"run {run + 1} {query}: batch 0 {r['batch0_s']:.2f} s, later batches median "
                   f"{statistics.median(r['later_s']):.3f} s (min {min(r['later_s']):.3f}, max {max(r['later_s']):.3f})",
                   flush=True)
+            print("   batch 0 phases (ms):", json.dumps(r["batch0_phases"], sort_keys=True), flush=True)
     print("\nquery        batch 0 (min / median / max)    later batches, median per run (min / median / max)")
     for query, rs in results.items():
         b0 = sorted(r["batch0_s"] for r in rs)
