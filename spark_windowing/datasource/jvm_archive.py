@@ -7,9 +7,10 @@
 A Spark driver JVM loads ~12,000 classes of Spark, Scala and Hadoop before its first micro-batch
 ends, each read from a jar, parsed and verified. A JVM started with ``-XX:SharedArchiveFile=A``
 maps those of them that the archive ``A`` holds, already parsed and verified. Measured on a
-2-core machine (2026-11-27, docs/performance.md "The JVM's class loading"): a local SparkSession
-plus a small query 7.2-7.9 s instead of 12.8-13.3 s; the demo (``scripts/demo.sh``) 37-44 s
-instead of 54-67 s in all.
+2-core machine (2026-11-27, docs/performance.md "The JVM's class loading"): a new process with a
+local SparkSession and a small query 7.2-7.9 s instead of 12.8-13.3 s; the demo
+(``scripts/demo.sh``) 45.7 s instead of 54.2 s (medians of 3). The gain is the JVM's start:
+what a query's first micro-batch spends starting Python processes stays.
 
 :func:`write` runs a windowed query in miniature (the generator through the pane sink, two
 micro-batches, then Spark SQL over the pane tables) in a Spark driver started with
@@ -66,8 +67,8 @@ def write(path: str, *, python: str = sys.executable, timeout: float = 900) -> A
     partial = path + ".tmp"
     if os.path.exists(partial):
         os.remove(partial)
-    opts = " ".join(o for o in (os.environ.get("SPARK_SUBMIT_OPTS", ""), f"-XX:ArchiveClassesAtExit={partial}") if o)
-    env = {**os.environ, "SPARK_SUBMIT_OPTS": opts, "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": dump_options(os.environ.get("SPARK_SUBMIT_OPTS", ""), partial),
+           "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="spark-windowing-jvm-archive-") as work:
         done = subprocess.run([python, "-m", "spark_windowing.datasource.jvm_archive", "--workload", work], env=env, cwd=work,
@@ -77,6 +78,14 @@ def write(path: str, *, python: str = sys.executable, timeout: float = 900) -> A
                            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     os.replace(partial, path)
     return Archive(path, os.path.getsize(path), time.monotonic() - started)
+
+
+def dump_options(submit_opts: str, archive: str) -> str:
+    """The ``SPARK_SUBMIT_OPTS`` of the run that writes ``archive``: the user's options (memory,
+    system properties) without an archive in use (``-XX:SharedArchiveFile``: rewriting one after a
+    pyspark upgrade), plus ``-XX:ArchiveClassesAtExit=<archive>``."""
+    kept = [o for o in shlex.split(submit_opts) if not o.startswith(("-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit="))]
+    return shlex.join(kept + [f"-XX:ArchiveClassesAtExit={archive}"])
 
 
 def _workload(work: str) -> None:

@@ -70,3 +70,9 @@ def test_the_command_line_refuses_a_missing_directory_with_exit_code_1(tmp_path)
     done = subprocess.run([sys.executable, "-m", "spark_windowing.datasource.jvm_archive",
                            str(tmp_path / "nowhere" / "a.jsa")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "nowhere" in done.stderr and "does not exist" in done.stderr
+
+
+def test_the_writing_run_keeps_the_users_options_but_not_an_archive_in_use():
+    opts = jvm_archive.dump_options("-Xmx2g -XX:SharedArchiveFile=/old/a.jsa -Dx='a b'", "/new/a.jsa.tmp")
+    assert opts == "-Xmx2g '-Dx=a b' -XX:ArchiveClassesAtExit=/new/a.jsa.tmp"
+    assert jvm_archive.dump_options("", "/a.tmp") == "-XX:ArchiveClassesAtExit=/a.tmp"
