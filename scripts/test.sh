@@ -23,7 +23,7 @@ if [ $# -eq 0 ] || [ "${SPARK_WINDOWING_DELTA_TESTS:-}" = 1 ]; then
   # at the lowest CPU priority: installing it compiles pyspark's and pandas' bytecode, which on 2
   # cores delayed step 1's first Python workers past Spark's fixed 10 s connect-back timeout
   # ("Python worker failed to connect back", 2 of ~12 runs on 2026-11-26/27)
-  ( renice -n 19 "$BASHPID" > /dev/null; source "$ROOT/scripts/_setup_delta.sh" ) > "$DELTA_SETUP_LOG" 2>&1 &
+  ( renice -n 19 "$BASHPID" > /dev/null 2>&1 || true; source "$ROOT/scripts/_setup_delta.sh" ) > "$DELTA_SETUP_LOG" 2>&1 &
   DELTA_SETUP_PID=$!
 fi
 PARALLEL=(-n "${SPARK_WINDOWING_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
