@@ -74,6 +74,8 @@ def write(path: str, *, python: str = sys.executable, timeout: float = 900) -> A
         done = subprocess.run([python, "-m", "spark_windowing.datasource.jvm_archive", "--workload", work], env=env, cwd=work,
                               capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0 or not os.path.exists(partial):
+        if os.path.exists(partial):      # the JVM writes it at exit even after a failed query
+            os.remove(partial)
         raise RuntimeError(f"jvm_archive: the Spark run that writes {path} failed (exit code {done.returncode}):\n"
                            f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     os.replace(partial, path)
