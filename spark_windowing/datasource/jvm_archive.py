@@ -36,6 +36,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+#: This module's name, as ``python -m`` runs it (the writing run is this module run again).
+MODULE = "spark_windowing.datasource.jvm_archive"
+
 
 @dataclass(frozen=True)
 class Archive:
@@ -71,7 +74,7 @@ def write(path: str, *, python: str = sys.executable, timeout: float = 900) -> A
            "PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="spark-windowing-jvm-archive-") as work:
-        done = subprocess.run([python, "-m", "spark_windowing.datasource.jvm_archive", "--workload", work], env=env, cwd=work,
+        done = subprocess.run([python, "-m", MODULE, "--workload", work], env=env, cwd=work,
                               capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0 or not os.path.exists(partial):
         if os.path.exists(partial):      # the JVM writes it at exit even after a failed query
@@ -122,7 +125,7 @@ def _workload(work: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spark_windowing.datasource.jvm_archive",
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}",
                                      description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("archive", help="where to write the archive (e.g. ~/.cache/spark-classes.jsa)")
     parser.add_argument("--workload", action="store_true", help=argparse.SUPPRESS)
