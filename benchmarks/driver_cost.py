@@ -46,8 +46,8 @@ def measure(shards: int, batches: int, state: str, counter=None) -> dict:
     so far), requests per batch."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from spark_windowing.datasource import shard_reports
-    from spark_windowing.datasource.reader import WindowedStreamReader
+    from spark_windowing.datasource.source import shard_reports
+    from spark_windowing.datasource.source.reader import WindowedStreamReader
 
     options = {"source": "generator", "eventsPerBatch": "1000", "keys": "100", "window": "tumbling(1 minute)",
                "aggregate": "count(*) AS n", "timestampColumn": "event_time", "keyColumns": "user_id",

@@ -94,7 +94,7 @@ def main() -> int:
         from pyspark.sql import functions as F
 
         import spark_windowing
-        from spark_windowing.datasource.packages import jar_confs
+        from spark_windowing.tools.packages import jar_confs
         spark = (SparkSession.builder.master("local[2]").appName("kafka-bench")
                  .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                  .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", "3g")

@@ -318,7 +318,7 @@ def session(args: argparse.Namespace):
     if args.feed == "kafka":  # Spark's own Kafka source, for native (see the docstring)
         import pyspark
 
-        from spark_windowing.datasource.packages import jar_confs
+        from spark_windowing.tools.packages import jar_confs
         builder = builder.config(map=jar_confs(f"org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark.__version__}"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -6,12 +6,12 @@
 # e.g. scripts/demo.sh --conf spark.windowed.keys=5
 source "$(dirname "${BASH_SOURCE[0]}")/_setup.sh"
 cd "$ROOT"
-# The JVM class archive (spark_windowing.datasource.jvm_archive), when written: Spark starts faster.
+# The JVM class archive (spark_windowing.tools.jvm_archive), when written: Spark starts faster.
 ARCHIVE="${SPARK_WINDOWING_JVM_ARCHIVE:-$VENV/spark-classes.jsa}"
 if [ -f "$ARCHIVE" ]; then
   export SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS:+$SPARK_SUBMIT_OPTS }-XX:SharedArchiveFile=$ARCHIVE"
 else
-  echo "[demo] tip: '$VENV/bin/python -m spark_windowing.datasource.jvm_archive $ARCHIVE' (once, ~1 min)" \
+  echo "[demo] tip: '$VENV/bin/python -m spark_windowing.tools.jvm_archive $ARCHIVE' (once, ~1 min)" \
        "makes every later Spark start here ~5 s faster (docs/performance.md)"
 fi
 exec "$VENV/bin/python" examples/clickstream_sessions.py "$@"

@@ -65,7 +65,7 @@ def kafka_lib(version: str = KAFKA_VERSION) -> Path:
 def _fetch(version: str, lib: Path) -> None:
     tmp = lib.with_name(f"lib.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    settings = Path(__file__).resolve().parents[1] / "spark_windowing" / "datasource" / "ivysettings.xml"
+    settings = Path(__file__).resolve().parents[1] / "spark_windowing" / "tools" / "ivysettings.xml"
     cmd = [_java(), "-jar", _ivy_jar(), "-settings", str(settings), "-cache", str(CACHE / "ivy-cache-central"),
            "-dependency", "org.apache.kafka", "kafka_2.13", version,
            "-retrieve", f"{tmp}/[artifact]-[revision](-[classifier]).[ext]"]

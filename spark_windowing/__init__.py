@@ -73,8 +73,8 @@ def attach_progress(spark, *args, **kwargs):
 def ivy_settings_path() -> str:
     """An ``ivysettings.xml`` for ``spark.jars.ivySettings`` that fetches ``spark.jars.packages``
     (delta-spark, Spark's Kafka connector) from Maven Central only, never from ``~/.m2``
-    (``spark_windowing.datasource.packages``)."""
-    from spark_windowing.datasource.packages import ivy_settings_path as _path
+    (``spark_windowing.tools.packages``)."""
+    from spark_windowing.tools.packages import ivy_settings_path as _path
     return _path()
 
 

@@ -56,7 +56,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_windowing.datasource.layout import CURRENT, HISTORY_TABLES, table_uri
+from spark_windowing.datasource.storage.layout import CURRENT, HISTORY_TABLES, table_uri
 from spark_windowing.datasource.storage import filesystem
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, TIMING_EARLY, TIMING_LATE,
                                    TIMING_ON_TIME, split_pane_schema)

@@ -326,7 +326,7 @@ class StateStore:
 
     def _read_checked(self, uri: str, off: int, length: int, bad: Any, what: str) -> bytes:
         """Bytes ``off``..``off + length`` of ``uri``; ``bad(raw)`` names what fails its checksum
-        (None: intact). An ``io`` that serves copies (``spark_windowing.datasource.local_copies``)
+        (None: intact). An ``io`` that serves copies (``spark_windowing.datasource.storage.local_copies``)
         may drop a copy that fails (``io.drop_copy(uri)`` returns True); the range is then read
         once more from the source."""
         for retry in (False, True):

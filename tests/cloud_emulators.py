@@ -22,7 +22,7 @@ import os
 import urllib.request
 from pathlib import Path
 
-from spark_windowing.datasource.store_endpoints import AZURITE_ACCOUNT, AZURITE_KEY
+from spark_windowing.datasource.storage.endpoints import AZURITE_ACCOUNT, AZURITE_KEY
 from tests.objectstore import ServerProcess, free_port
 
 BUCKET = "lake"

@@ -22,18 +22,28 @@ and a conf entry set after ``register`` still applies to later queries. Where Sp
 ``pyspark_windowed`` (the package is not installed for Spark's Python, e.g. a source checkout on
 ``sys.path`` only), ``register`` also registers the format for the session. Nothing here starts
 Spark at import time.
+
+The plugin's code by role (``docs/architecture.md``): ``source`` (the stream reader, shards),
+``upstreams`` (one module per kind of input), ``sink`` (the pane sink), ``tables`` (the Delta
+tables: pane tables, late table, upkeep, reads), ``storage`` (filesystems, conditional writes,
+the layout of names), ``options`` (parsing and the option registry); beside them ``window_df``
+(``spark_windowing.window(df)``), ``progress`` (the progress line) and ``_plugin`` (the data
+source class Spark loads).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_windowing.datasource.conf import CONF_DEFAULTS_OPTION, CONF_PREFIX, carry_conf_defaults, conf_defaults
+from spark_windowing.datasource import _moved
+from spark_windowing.datasource.options.conf import CONF_DEFAULTS_OPTION, CONF_PREFIX, carry_conf_defaults, conf_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = ["register", "conf_defaults", "CONF_PREFIX", "CONF_DEFAULTS_OPTION"]
+
+_moved.install()   # the module paths earlier releases documented (spark_windowing.datasource._moved)
 
 
 def register(spark: "SparkSession") -> type:
@@ -43,7 +53,7 @@ def register(spark: "SparkSession") -> type:
     and register the format on ``spark`` unless Spark found it installed; return the data source
     class."""
     from spark_windowing.datasource._plugin import WindowedDataSource
-    from spark_windowing.datasource.lease import add_release_listener
+    from spark_windowing.datasource.sink.lease import add_release_listener
 
     carry_conf_defaults()
     add_release_listener(spark)   # a query that terminates gives its sink path up at once

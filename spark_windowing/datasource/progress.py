@@ -10,7 +10,7 @@
 
 With ``attach_progress(spark, pane_paths={"clicks": "/lake/panes/clicks"})`` the line of that
 query also says what the batch wrote to the pane tables and the upkeep that ran
-(``spark_windowing.datasource.sink_metrics``)::
+(``spark_windowing.datasource.sink.metrics``)::
 
     ... | 640 ms | sink current +1.2 MB -1.1 MB (2 files read), triggers +85.0 kB, retractions +6.1 kB
 
@@ -45,10 +45,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from spark_windowing.datasource.layout import REPORTS_DIR, reports_dir
-from spark_windowing.datasource.sink_metrics import format_bytes, format_sink_metrics, read_batch_metrics
+from spark_windowing.datasource.storage.layout import REPORTS_DIR, reports_dir
+from spark_windowing.datasource.sink.metrics import format_bytes, format_sink_metrics, read_batch_metrics
 from spark_windowing.datasource import storage
-from spark_windowing.datasource.shard_reports import latest_report_files
+from spark_windowing.datasource.source.shard_reports import latest_report_files
 
 __all__ = ["BatchReport", "read_batch_report", "format_progress", "progress_lines", "format_bytes",
            "WindowedProgressListener", "attach_progress", "REPORTS_DIR"]
@@ -192,7 +192,7 @@ def progress_lines(progress: "StreamingQueryProgress",
     offset did not move (no batch of theirs ran). Never raises for a missing or unreadable report:
     the line says so instead. ``pane_paths``: query name -> the windowed sink's ``path`` of that
     query; its lines then end with what the batch wrote to each pane table and the upkeep that ran
-    (``spark_windowing.datasource.sink_metrics``).
+    (``spark_windowing.datasource.sink.metrics``).
     """
     name = progress.name or str(progress.id)[:8]
     duration = (progress.durationMs or {}).get("triggerExecution", progress.batchDuration)

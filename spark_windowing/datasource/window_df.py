@@ -90,12 +90,13 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from spark_windowing._arrow import field_type
 from spark_windowing._time import MAX_TIME, UNIT_FACTORS
-from spark_windowing.datasource import pane_spec, sharding
+from spark_windowing.datasource.tables import pane_spec
+from spark_windowing.datasource.source import sharding
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
-from spark_windowing.datasource.option_reference import options_of
-from spark_windowing.datasource.option_values import int_option
-from spark_windowing.datasource.options import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
-from spark_windowing.datasource.late_table import append_late_rows, create_late_table
+from spark_windowing.datasource.options.reference import options_of
+from spark_windowing.datasource.options.values import int_option
+from spark_windowing.datasource.options.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
+from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
 from spark_windowing.errors import OptionError, WindowingError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.spec import OperatorSpec

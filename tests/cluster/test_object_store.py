@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema
-from spark_windowing.datasource.sink import PaneStreamWriter
+from spark_windowing.datasource.sink.writer import PaneStreamWriter
 from spark_windowing.errors import SnapshotError
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.store import StateStore, collect_garbage, manifest_uri

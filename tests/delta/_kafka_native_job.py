@@ -33,7 +33,7 @@ def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offs
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from spark_windowing.datasource.packages import jar_confs
+    from spark_windowing.tools.packages import jar_confs
 
     spark = (SparkSession.builder.master("local[2]").appName("kafka-native")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")

@@ -25,7 +25,7 @@ def builder(app: str, *, warehouse: str | None = None, metastore: str | None = N
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from spark_windowing.datasource.packages import jar_confs
+    from spark_windowing.tools.packages import jar_confs
 
     b = SparkSession.builder.master("local[2]").appName(app)
     for k, v in jar_confs(delta_package()).items():

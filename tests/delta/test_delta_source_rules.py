@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from spark_windowing.datasource import delta_source
-from spark_windowing.datasource.delta_source import DeltaSourceError
+from spark_windowing.datasource.upstreams import delta_log
+from spark_windowing.datasource.upstreams.delta_log import DeltaSourceError
 from spark_windowing.errors import OptionError
 
 
@@ -19,10 +19,10 @@ def batch(ids: list[int], key: str = "a") -> pa.Table:
 
 
 def read(path, version: int, **rules) -> list[int]:
-    stream = delta_source.open_stream(str(path))
-    files = delta_source.added_files(stream, version, skip_change_commits=rules.get("skip", False),
+    stream = delta_log.open_stream(str(path))
+    files = delta_log.added_files(stream, version, skip_change_commits=rules.get("skip", False),
                                      ignore_deletes=rules.get("ignore", False))
-    return sorted(delta_source.read_added_files(stream, files, None)["id"].to_pylist())
+    return sorted(delta_log.read_added_files(stream, files, None)["id"].to_pylist())
 
 
 def test_appends_are_read_and_optimize_is_not_read_again(tmp_path):
@@ -50,9 +50,9 @@ def test_a_delete_only_commit_fails_unless_deletes_are_ignored(tmp_path):
     DeltaTable(str(tmp_path)).delete("k = 'a'")                      # version 1: removes one file
 
     assert read(tmp_path, 0) == [1, 2]
-    stream = delta_source.open_stream(str(tmp_path))
-    files = delta_source.added_files(stream, 0, skip_change_commits=False, ignore_deletes=False)
-    assert sorted(delta_source.read_added_files(stream, files, ["k", "id"]).to_pylist(),
+    stream = delta_log.open_stream(str(tmp_path))
+    files = delta_log.added_files(stream, 0, skip_change_commits=False, ignore_deletes=False)
+    assert sorted(delta_log.read_added_files(stream, files, ["k", "id"]).to_pylist(),
                   key=lambda r: r["id"]) == [{"k": "a", "id": 1}, {"k": "b", "id": 2}]
     with pytest.raises(DeltaSourceError, match="deleted data .* at version 1.*ignoreDeletes=true"):
         read(tmp_path, 1)
@@ -67,12 +67,12 @@ def test_unsupported_reader_features_are_refused_by_name(tmp_path):
                    '{"commitInfo":{"operation":"SET TBLPROPERTIES"}}\n')
 
     with pytest.raises(OptionError, match="futureFeature"):
-        delta_source.open_stream(str(tmp_path))
+        delta_log.open_stream(str(tmp_path))
 
 
 def test_missing_log_entries_name_the_version_and_the_way_out(tmp_path):
     write_deltalake(str(tmp_path), batch([1]), mode="append")
-    stream = delta_source.open_stream(str(tmp_path))
+    stream = delta_log.open_stream(str(tmp_path))
 
     with pytest.raises(DeltaSourceError, match="no log entry for version 7.*startingVersion"):
-        delta_source.added_files(stream, 7, skip_change_commits=False, ignore_deletes=False)
+        delta_log.added_files(stream, 7, skip_change_commits=False, ignore_deletes=False)

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from spark_windowing.datasource.packages import ivy_cache_dir
+from spark_windowing.tools.packages import ivy_cache_dir
 from tests.docs_blocks import all_blocks, with_real_places
 
 pytestmark = pytest.mark.spark

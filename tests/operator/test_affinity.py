@@ -1,4 +1,4 @@
-"""Shard claims (spark_windowing.datasource.affinity): the partitions of a micro-batch run every shard exactly
+"""Shard claims (spark_windowing.datasource.source.affinity): the partitions of a micro-batch run every shard exactly
 once, a partition runs a shard its worker holds when it can, and a retried partition runs the
 shard it claimed before."""
 
@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from spark_windowing.datasource.affinity import claim_shard
+from spark_windowing.datasource.source.affinity import claim_shard
 
 
 def test_a_partition_prefers_the_shards_its_worker_holds_then_its_own_number(tmp_path):

@@ -1,14 +1,14 @@
 """The package layout rules, checked on the sources with ``ast`` (nothing is imported).
 
-1. No import cycle among the modules of ``spark_windowing``, its Spark plugin
-   ``spark_windowing.datasource`` and the plugin's ``upstreams``. Every import
+1. No import cycle among the modules of ``spark_windowing`` and all its sub-packages (the Spark
+   plugin ``spark_windowing.datasource`` and its sub-packages by role, ``spark_windowing.tools``). Every import
    counts (module level and inside functions) except those under ``if TYPE_CHECKING:``, which
    never run. A package's implicit import by its submodules is not an edge; an explicit import
    of the package (``from spark_windowing import x``) is, unless ``x`` is a submodule.
 2. No function-level import of a private name from another module (``from m import _x`` inside a
    function), nor of another package's private module. Helpers that several modules need live in
    a leaf module imported at the top. A package's private submodules are shared by its modules,
-   which may import them lazily (``spark_windowing.datasource._delta`` defers the ``deltalake`` import that way).
+   which may import them lazily (``spark_windowing.datasource.tables.delta`` defers the ``deltalake`` import that way).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("spark_windowing", "spark_windowing.datasource", "spark_windowing.datasource.upstreams")
+PACKAGES = tuple(sorted(".".join(p.parent.relative_to(ROOT).parts)
+                        for p in (ROOT / "spark_windowing").rglob("__init__.py")))
 
 
 def _modules() -> dict[str, Path]:
@@ -139,7 +140,7 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_the_modules():
     edges, _ = _graph()
-    assert "spark_windowing.operator" in edges and "spark_windowing.datasource.reader" in edges
+    assert "spark_windowing.operator" in edges and "spark_windowing.datasource.source.reader" in edges
     assert "spark_windowing.spec" in edges["spark_windowing.operator"]
     assert "spark_windowing.datasource.upstreams.base" in edges["spark_windowing.datasource.upstreams.kafka"]
 
@@ -201,3 +202,40 @@ def test_test_modules_have_unique_names():
     from pathlib import Path
     names = Counter(p.name for p in (Path(__file__).resolve().parents[1]).rglob("test_*.py"))
     assert [n for n, count in names.items() if count > 1] == []
+
+
+#: The plugin's sub-packages by role, and the roles each may not import (module level or in a
+#: function; ``TYPE_CHECKING`` imports aside). Data flows one way: options and storage at the
+#: bottom, tables and upstreams over them, the source and the sink on top, side by side.
+PLUGIN = "spark_windowing.datasource"
+FORBIDDEN = {
+    "source": {"sink"},
+    "sink": {"source", "upstreams"},
+    "storage": {"source", "sink", "options", "tables", "upstreams"},
+    "tables": {"source", "sink", "options", "upstreams"},
+    "upstreams": {"source", "sink"},
+    "options": {"source", "sink"},
+}
+
+
+def _role(module: str) -> str | None:
+    if not module.startswith(PLUGIN + "."):
+        return None
+    return module[len(PLUGIN) + 1:].split(".")[0]
+
+
+def _forbidden_imports(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} imports {t}" for m, targets in edges.items() for t in targets
+                  if _role(t) in FORBIDDEN.get(_role(m), ()))
+
+
+def test_the_plugin_roles_import_one_way():
+    assert _forbidden_imports(_graph()[0]) == []
+
+
+def test_the_role_checker_sees_a_forbidden_import():
+    edges = {f"{PLUGIN}.source.reader": {f"{PLUGIN}.sink.writer", f"{PLUGIN}.storage"},
+             f"{PLUGIN}.storage.layout": {f"{PLUGIN}.options.config"}, f"{PLUGIN}.window_df": {f"{PLUGIN}.sink.lease"}}
+    assert _forbidden_imports(edges) == [f"{PLUGIN}.source.reader imports {PLUGIN}.sink.writer",
+                                         f"{PLUGIN}.storage.layout imports {PLUGIN}.options.config"]
+

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from spark_windowing.datasource import storage
-from spark_windowing.datasource.affinity import claim_shard_conditional, executor_tag, shard_to_run, slots
+from spark_windowing.datasource.source.affinity import claim_shard_conditional, executor_tag, shard_to_run, slots
 from tests.objectstore import count
 from tests.operator.test_affinity import race_partitions
 
@@ -138,7 +138,7 @@ def test_reports_are_read_in_parallel_in_order(object_store):
 
 
 def test_claim_wait_is_a_duration_option_refused_by_name():
-    from spark_windowing.datasource.options import parse_options
+    from spark_windowing.datasource.options.parse import parse_options
     from spark_windowing.errors import OptionError
 
     base = {"source": "generator", "window": "tumbling(1 minute)", "aggregate": "count(*) AS n",

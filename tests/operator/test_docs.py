@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from spark_windowing.datasource import option_reference as ref
+from spark_windowing.datasource.options import reference as ref
 from tests.docs_blocks import ROOT, all_blocks, blocks, doc_files, pages, run_page
 
 #: Blocks excluded with a reason (a Kafka broker, an S3 cluster, delta-spark, DuckDB): adding one
@@ -39,7 +39,7 @@ def test_options_reference_is_generated_from_the_registry():
     expected = ref.render_markdown()
     assert (ROOT / "docs" / "options.md").read_text(encoding="utf-8") == expected, (
         "docs/options.md differs from the registry: run "
-        "python -m spark_windowing.datasource.option_reference > docs/options.md")
+        "python -m spark_windowing.datasource.options.reference > docs/options.md")
 
 
 # ------------------------------------------------------------------ registry vs. the parsers
@@ -88,13 +88,13 @@ def _registry(scope: str) -> set[str]:
 
 
 def test_reader_registry_names_the_options_the_reader_parses():
-    from spark_windowing.datasource.options import KNOWN_OPTIONS
+    from spark_windowing.datasource.options.parse import KNOWN_OPTIONS
 
-    read = (_names_read("spark_windowing/datasource/options.py",
+    read = (_names_read("spark_windowing/datasource/options/parse.py",
                         {"parse_options", "_with_stream2", "time_options", "operator_spec"})
             | _names_read("spark_windowing/datasource/upstreams/generator.py", {"parse_generator_options"})
             | _names_read("spark_windowing/datasource/upstreams/kafka.py", {"parse_kafka_options", "KafkaUpstream.parse_options"})
-            | _names_read("spark_windowing/datasource/maintenance.py", {"MaintenanceOptions.parse"}))
+            | _names_read("spark_windowing/datasource/tables/maintenance.py", {"MaintenanceOptions.parse"}))
     read.discard("table")       # routes the read to the pane-table reader (scope table)
     registry = _registry("reader")
     generated2 = {o.name.lower() for o in ref.options_of("reader") if o.group.startswith("Generator, stream 2")}
@@ -104,14 +104,14 @@ def test_reader_registry_names_the_options_the_reader_parses():
 
 
 def test_sink_and_table_registry_names_the_options_their_parsers_read():
-    sink = (_names_read("spark_windowing/datasource/sink.py", {"SinkOptions.parse"})
-            | _names_read("spark_windowing/datasource/maintenance.py", {"MaintenanceOptions.parse"}))
+    sink = (_names_read("spark_windowing/datasource/sink/writer.py", {"SinkOptions.parse"})
+            | _names_read("spark_windowing/datasource/tables/maintenance.py", {"MaintenanceOptions.parse"}))
     assert sink == _registry("sink")
-    assert _names_read("spark_windowing/datasource/tables.py", {"TableOptions.parse"}) == _registry("table")
+    assert _names_read("spark_windowing/datasource/tables/reader.py", {"TableOptions.parse"}) == _registry("table")
 
 
 def test_the_reader_accepts_every_registry_option_and_refuses_others():
-    from spark_windowing.datasource.options import parse_options
+    from spark_windowing.datasource.options.parse import parse_options
     from spark_windowing.errors import OptionError
 
     base = {"source": "generator", "window": "tumbling(1 minute)", "aggregate": "count(*) AS n",

@@ -13,7 +13,8 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from spark_windowing.datasource import local_copies, storage
+from spark_windowing.datasource.storage import local_copies
+from spark_windowing.datasource import storage
 from spark_windowing.errors import SnapshotError
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.store import StateStore
@@ -141,7 +142,7 @@ def test_no_copies_without_an_executor_directory_or_with_local_state(tmp_path, m
 def test_a_task_claims_a_shard_whose_state_its_executor_wrote(object_store, executor_dir):
     """The claim order: shards this worker holds in memory, then shards whose snapshot at the
     batch's start this executor wrote (``local_shards``), then the partition's own number."""
-    from spark_windowing.datasource.affinity import shard_to_run
+    from spark_windowing.datasource.source.affinity import shard_to_run
     state = object_store.uri(f"copies-{uuid.uuid4().hex[:8]}")
     root = f"{state}/state/shard-2"
     store = StateStore.open(SPEC, local_copies.io_for(state, 2, root), root, 0, SCHEMA, buckets=BUCKETS)

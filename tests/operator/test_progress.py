@@ -261,7 +261,7 @@ def test_listener_default_sink_prints(state, ev, capsys):
 
 
 def test_progress_lines_say_what_the_batch_wrote_to_the_pane_tables(state, ev, tmp_path):
-    from spark_windowing.datasource.sink_metrics import write_batch_metrics
+    from spark_windowing.datasource.sink.metrics import write_batch_metrics
 
     panes = str(tmp_path / "panes")
     write_batch_metrics(panes, 12, {

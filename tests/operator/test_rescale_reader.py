@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 
-from spark_windowing.datasource import layout
-from spark_windowing.datasource.reader import GC_EVERY, WindowedStreamReader, stream_schema
+from spark_windowing.datasource.storage import layout
+from spark_windowing.datasource.source.reader import GC_EVERY, WindowedStreamReader, stream_schema
 
 
 def _options(state: str, shards: int) -> dict[str, str]:

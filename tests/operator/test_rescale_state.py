@@ -1,4 +1,4 @@
-"""Rescaling state between shard counts (spark_windowing.datasource.rescale), without Spark.
+"""Rescaling state between shard counts (spark_windowing.datasource.source.rescale), without Spark.
 
 A stream runs through key-sharded state stores, as the Spark reader runs them (every shard steps
 every batch with the same watermark, keeps its keys' events, snapshots per batch); the shard
@@ -17,11 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_windowing.datasource import layout, rescale, storage
+from spark_windowing.datasource.storage import layout
+from spark_windowing.datasource.source import rescale
+from spark_windowing.datasource import storage
 from spark_windowing.errors import OptionError, SnapshotError
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.store import StateStore, manifest_uri
-from spark_windowing.datasource.sharding import shard_of
+from spark_windowing.datasource.source.sharding import shard_of
 
 MS = 1000
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])

@@ -11,9 +11,11 @@ import uuid
 
 import pytest
 
-from spark_windowing.datasource import layout, shard_reports, storage
+from spark_windowing.datasource.storage import layout
+from spark_windowing.datasource.source import shard_reports
+from spark_windowing.datasource import storage
 from spark_windowing.datasource.progress import read_batch_report
-from spark_windowing.datasource.shard_reports import SUMMARY_FIELDS, read_driver_reports, write_report
+from spark_windowing.datasource.source.shard_reports import SUMMARY_FIELDS, read_driver_reports, write_report
 from spark_windowing.errors import SnapshotError
 from tests.objectstore import count
 
@@ -103,7 +105,7 @@ def test_a_real_shards_report_carries_its_summary_and_the_driver_plans_the_same_
     """Through the source's reader (without Spark): every report a shard writes has a summary
     name, and the next offset planned from the names equals the one planned from the bodies."""
     from tests.operator.test_rescale_reader import _batch, _options
-    from spark_windowing.datasource.reader import WindowedStreamReader, stream_schema
+    from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 
     state = str(tmp_path / "state")
     options = _options(state, 3)

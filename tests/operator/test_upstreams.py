@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from spark_windowing.datasource.options import parse_options
+from spark_windowing.datasource.options.parse import parse_options
 from spark_windowing.datasource.upstreams import UPSTREAMS, Upstream, upstream_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_the_interface_is_what_the_reader_uses():
         {"schema", "initial_position", "latest_position", "plan", "read"}
 
 
-@pytest.mark.parametrize("module", ["reader.py", "options.py"])
+@pytest.mark.parametrize("module", ["source/reader.py", "options/parse.py", "options/config.py"])
 def test_reader_and_options_never_name_a_kind(module):
     """No branch on the source kind: no registered ``source`` value as a string in the code
     (docstrings and comments aside), no ``.kafka`` / ``.generator`` settings looked at."""
@@ -94,7 +94,7 @@ def _toy_options(tmp_path) -> dict[str, str]:
 def test_a_new_kind_is_one_class_and_one_registry_line(tmp_path, monkeypatch):
     """Registered, the toy is parsed, read and windowed by the reader as any kind: positions in
     the offsets, a replay of an offset range reads the same events, panes of its keys."""
-    from spark_windowing.datasource.reader import WindowedStreamReader, stream_schema
+    from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
     monkeypatch.setitem(UPSTREAMS, "toy", ToyUpstream)  # the one line
     options = _toy_options(tmp_path)
     assert isinstance(upstream_for(parse_options(options)), ToyUpstream)

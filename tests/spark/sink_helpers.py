@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable
 
-from spark_windowing.datasource._delta import BUCKET_COLUMN
+from spark_windowing.datasource.tables.delta import BUCKET_COLUMN
 
 TABLE_NAMES = ("triggers", "retractions", "current")
 

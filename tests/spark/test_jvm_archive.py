@@ -1,4 +1,4 @@
-"""``spark_windowing.datasource.jvm_archive``: the JVM class-data sharing archive of a windowed query.
+"""``spark_windowing.tools.jvm_archive``: the JVM class-data sharing archive of a windowed query.
 
 The round trip (write the archive, then a new Spark driver maps its classes from it) takes about a
 minute and a half on 2 cores, so it is marked slow; the refusals run in CI."""
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from spark_windowing.datasource import jvm_archive
+from spark_windowing.tools import jvm_archive
 
 JOB = """
 from pyspark.sql import SparkSession
@@ -67,7 +67,7 @@ def test_a_new_driver_loads_its_classes_from_the_written_archive(tmp_path):
 
 
 def test_the_command_line_refuses_a_missing_directory_with_exit_code_1(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "spark_windowing.datasource.jvm_archive",
+    done = subprocess.run([sys.executable, "-m", "spark_windowing.tools.jvm_archive",
                            str(tmp_path / "nowhere" / "a.jsa")], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "nowhere" in done.stderr and "does not exist" in done.stderr
 

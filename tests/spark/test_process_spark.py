@@ -88,8 +88,8 @@ def test_bad_process_options_fail_at_load(spark, tmp_path, extra, option, fragme
 def test_needed_columns_are_the_function_s_input_columns(tmp_path):
     """The upstream read is projected to what the function declares (plus keys, time and the
     delta evictor's column); a function declaring nothing reads every column."""
-    from spark_windowing.datasource.options import parse_options
-    from spark_windowing.datasource.reader import needed_columns
+    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.reader import needed_columns
 
     def cfg(**kw):
         return parse_options({k.lower(): v for k, v in _options(tmp_path, window="tumbling(6 seconds)", **kw).items()})

@@ -1,4 +1,4 @@
-"""The shard task and its snapshot (spark_windowing.datasource.reader): a snapshot that fails fails the task — no
+"""The shard task and its snapshot (spark_windowing.datasource.source.reader): a snapshot that fails fails the task — no
 report, no manifest, so the batch is not complete — and the batch replayed afterwards gives the
 same panes. Driven without a Spark session, as a task would call the reader."""
 
@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxFiles
 
-from spark_windowing.datasource import affinity, shard_reports
-from spark_windowing.datasource.reader import WindowedStreamReader, stream_schema
+from spark_windowing.datasource.source import affinity, shard_reports
+from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 from spark_windowing.store import StateStore, manifest_uri
 
 SEC = 1_000_000

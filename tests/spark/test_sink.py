@@ -18,9 +18,9 @@ import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
 
 import pane_source
-from spark_windowing.datasource._delta import file_stats
+from spark_windowing.datasource.tables.delta import file_stats
 from spark_windowing.datasource._types import arrow_to_spark_schema
-from spark_windowing.datasource.sink import PaneFilesMessage, PaneStreamWriter, SinkOptions, _BatchCommit
+from spark_windowing.datasource.sink.writer import PaneFilesMessage, PaneStreamWriter, SinkOptions, _BatchCommit
 from pane_source import ARROW_SCHEMA, expected_tables, simulate
 from sink_helpers import TABLE_NAMES, committed_files, data_files, rows, run_pipeline, table_rows
 from spark_windowing.errors import OptionError

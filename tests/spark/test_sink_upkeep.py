@@ -17,11 +17,11 @@ import pytest
 from deltalake import DeltaTable
 
 import pane_source
-from spark_windowing.datasource import _delta
+from spark_windowing.datasource.tables import delta
 from spark_windowing.datasource._types import arrow_to_spark_schema
-from spark_windowing.datasource.maintenance import MaintenanceOptions, last_checkpoint_version, migrate_current
-from spark_windowing.datasource.sink import PaneStreamWriter
-from spark_windowing.datasource.sink_metrics import format_sink_metrics, read_batch_metrics
+from spark_windowing.datasource.tables.maintenance import MaintenanceOptions, last_checkpoint_version, migrate_current
+from spark_windowing.datasource.sink.writer import PaneStreamWriter
+from spark_windowing.datasource.sink.metrics import format_sink_metrics, read_batch_metrics
 from pane_source import ARROW_SCHEMA, expected_tables, simulate
 from sink_helpers import TABLE_NAMES, committed_files, pane_table, rows, table_rows
 from spark_windowing.errors import OptionError
@@ -63,7 +63,7 @@ def test_bytes_written_to_current_per_batch_do_not_grow_with_earlier_batches(tmp
     assert late <= 1.3 * early, written
     assert table_rows(tmp_path) == _model(45, 30)
     current = DeltaTable(str(tmp_path / "current"))
-    assert current.metadata().partition_columns == [_delta.BUCKET_COLUMN]
+    assert current.metadata().partition_columns == [delta.BUCKET_COLUMN]
     merge = read_batch_metrics(str(tmp_path), 44)["tables"]["current"]
     assert merge["files_scanned"] <= 3 < len(current.file_uris()) / 5     # only the batch's buckets
     phases = read_batch_metrics(str(tmp_path), 44)["commit_ms"]          # the commit's split, in ms
@@ -74,21 +74,21 @@ def test_bytes_written_to_current_per_batch_do_not_grow_with_earlier_batches(tmp
 def test_current_of_the_first_layout_keeps_working(tmp_path):
     """A ``current`` created before the bucket column (unpartitioned) is merged as before, and
     ``migrate_current`` moves it to the partitioned layout, exactly once preserved."""
-    schema = _delta.table_pane_schema(ARROW_SCHEMA)
+    schema = delta.table_pane_schema(ARROW_SCHEMA)
     DeltaTable.create(str(tmp_path / "current"), schema, name="panes_current",
-                      configuration=_delta._configuration("current", schema), raise_if_key_not_exists=False)
+                      configuration=delta._configuration("current", schema), raise_if_key_not_exists=False)
     writer = _writer(tmp_path, **NO_UPKEEP)
     _run(writer, range(8), keys=4)
 
     assert table_rows(tmp_path) == _model(8, 4)
-    assert _delta.current_bucket_seconds(DeltaTable(str(tmp_path / "current"))) is None
+    assert delta.current_bucket_seconds(DeltaTable(str(tmp_path / "current"))) is None
     with pytest.raises(OptionError, match="'currentBucket'.*created with another bucket"):
         _writer(tmp_path, currentBucket="1 hour")
 
     assert migrate_current(str(tmp_path), "1 minute") == len(_model(8, 4)["current"])
     assert migrate_current(str(tmp_path)) == 0                          # once only
     current = DeltaTable(str(tmp_path / "current"))
-    assert _delta.current_bucket_seconds(current) == 60 and current.transaction_version("test-app") == 7
+    assert delta.current_bucket_seconds(current) == 60 and current.transaction_version("test-app") == 7
     _run(_writer(tmp_path, **NO_UPKEEP), range(7, 12), keys=4)          # replays 7, then goes on
 
     assert table_rows(tmp_path) == _model(12, 4)

@@ -14,7 +14,7 @@ from spark_windowing.datasource.upstreams import delta, files, generator, kafka,
 from spark_windowing.datasource.upstreams.base import Upstream
 
 if TYPE_CHECKING:
-    from spark_windowing.datasource.options import SourceConfig
+    from spark_windowing.datasource.options.config import SourceConfig
 
 #: Every upstream kind by its ``source`` option value, in the order option errors list them.
 UPSTREAMS: dict[str, type[Upstream]] = {

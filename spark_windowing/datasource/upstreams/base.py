@@ -2,7 +2,7 @@
 
 An upstream kind is a subclass of :class:`Upstream` in a module of its own, registered by its
 ``source`` option value in ``spark_windowing.datasource.upstreams.UPSTREAMS``. The reader
-(``spark_windowing.datasource.reader``) and the option parser (``options``) talk to upstreams only
+(``spark_windowing.datasource.source.reader``) and the option parser (``options``) talk to upstreams only
 through this class, by ``upstreams.upstream_for(cfg)`` and ``UPSTREAMS[source]``.
 
 The contract:
@@ -37,11 +37,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
-from spark_windowing.datasource.ddl import parse_ddl
-from spark_windowing.datasource.layout import SOURCES2_DIR
+from spark_windowing.datasource.options.ddl import parse_ddl
+from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 
 if TYPE_CHECKING:
-    from spark_windowing.datasource.options import SourceConfig
+    from spark_windowing.datasource.options.config import SourceConfig
     from spark_windowing.spec import OperatorSpec
 
 _SCHEMA_CACHE: dict[tuple, pa.Schema] = {}

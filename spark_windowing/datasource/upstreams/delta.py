@@ -2,7 +2,7 @@
 
 A position is a table version (an int; ``startingVersion - 1``, or ``-1``, before the first); a
 micro-batch reads only the files the commits ``start+1 .. end`` *added*, by the rules of Spark's
-Delta streaming source (``spark_windowing.datasource.delta_source``), so a replay reads exactly
+Delta streaming source (``spark_windowing.datasource.upstreams.delta_log``), so a replay reads exactly
 the same files. ``maxFilesPerTrigger`` and ``maxEventsPerBatch`` take whole commits (at least one).
 """
 
@@ -12,11 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_windowing.datasource import delta_source
+from spark_windowing.datasource.upstreams import delta_log
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing.datasource.upstreams.files import row_count
 
-_DELTA_STREAMS: dict[str, delta_source.DeltaStream] = {}
+_DELTA_STREAMS: dict[str, delta_log.DeltaStream] = {}
 
 
 class DeltaUpstream(Upstream):
@@ -52,18 +52,18 @@ class DeltaUpstream(Upstream):
         return {"stream": self.stream(), "files": files}
 
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
-        return delta_source.read_added_files(planned["stream"], planned["files"], columns)
+        return delta_log.read_added_files(planned["stream"], planned["files"], columns)
 
     # ------------------------------------------------------------------ the table (driver)
-    def stream(self, *, refresh: bool = False) -> delta_source.DeltaStream:
+    def stream(self, *, refresh: bool = False) -> delta_log.DeltaStream:
         """The table as the stream reads it: its schema when this driver first opened it (at
         ``load()``), kept for the life of the driver process (see ``delta_source``)."""
         path = self.cfg.path
         if refresh or path not in _DELTA_STREAMS:
-            _DELTA_STREAMS[path] = delta_source.open_stream(path, self.option("path"))
+            _DELTA_STREAMS[path] = delta_log.open_stream(path, self.option("path"))
         return _DELTA_STREAMS[path]
 
-    def commit_files(self, version: int) -> list[delta_source.AddedFile]:
+    def commit_files(self, version: int) -> list[delta_log.AddedFile]:
         """The files commit ``version`` adds to the stream."""
-        return delta_source.added_files(self.stream(), version, skip_change_commits=self.cfg.skip_change_commits,
+        return delta_log.added_files(self.stream(), version, skip_change_commits=self.cfg.skip_change_commits,
                                         ignore_deletes=self.cfg.ignore_deletes)

@@ -21,8 +21,8 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from spark_windowing.datasource import storage
-from spark_windowing.datasource.ddl import DDL_FORMS, parse_ddl
-from spark_windowing.datasource.layout import source_manifest
+from spark_windowing.datasource.options.ddl import DDL_FORMS, parse_ddl
+from spark_windowing.datasource.storage.layout import source_manifest
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing.errors import OptionError
 

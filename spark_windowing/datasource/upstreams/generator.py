@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from spark_windowing._hash import mix as _mix
 from spark_windowing._time import parse_duration
-from spark_windowing.datasource.option_values import int_option
+from spark_windowing.datasource.options.values import int_option
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing.errors import OptionError
 

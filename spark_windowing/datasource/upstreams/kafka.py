@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing.datasource.ddl import parse_ddl
+from spark_windowing.datasource.options.ddl import parse_ddl
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing._time import MIN_TIME
 from spark_windowing.errors import OptionError

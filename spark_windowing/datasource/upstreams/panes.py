@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_windowing.datasource.layout import BATCH_ID_KEY, CURRENT, HISTORY_TABLES, TRIGGERS, table_uri
+from spark_windowing.datasource.storage.layout import BATCH_ID_KEY, CURRENT, HISTORY_TABLES, TRIGGERS, table_uri
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing.datasource.upstreams.files import read_files
 from spark_windowing.errors import OptionError

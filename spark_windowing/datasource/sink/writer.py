@@ -28,7 +28,7 @@ Options (case-insensitive):
 * ``maxRowsPerFile`` (default 500000): rows per Parquet data file (and the rows a task buffers
   per table before it sorts and writes them).
 * ``writerLease`` (default ``5 minutes``): one query writes a pane table set. The query holds
-  the lease ``P/_writer.json`` (``spark_windowing.datasource.lease``): taken when the query starts
+  the lease ``P/_writer.json`` (``spark_windowing.datasource.sink.lease``): taken when the query starts
   (before batch 0 runs, when ``checkpointLocation`` is given as an option; else at the first
   commit), renewed at every commit, released when the query terminates. Another query (another
   checkpoint: another query id) finding a lease renewed less than ``writerLease`` ago fails at
@@ -37,7 +37,7 @@ Options (case-insensitive):
   (``0 seconds``: take the path over at once). Every commit also records its ``appId``.
 * ``allowSpecChange`` (default ``false``): the tables record the windowing spec that produced
   their panes (``P/_spec.json``: window, keyColumns, aggregate, trigger, accumulationMode,
-  timestampCombiner, timestampColumn, ...; ``spark_windowing.datasource.pane_spec``), carried
+  timestampCombiner, timestampColumn, ...; ``spark_windowing.datasource.tables.pane_spec``), carried
   from the windowed source in the pane schema's metadata. A query whose panes come from another
   spec is refused when it starts, naming each changed option ``old → new``; ``true`` adds its
   panes anyway (and records its spec). Panes whose schema carries no spec (not from the windowed
@@ -50,10 +50,10 @@ their data files is sorted by ``window_start, window_end, <keys>`` and carries m
 Delta jars, delta-rs, DuckDB) skip files by window time. ``current`` is partitioned by
 ``window_end_bucket`` (option ``currentBucket``, default 10 minutes, fixed at creation) and each
 micro-batch's MERGE names the buckets of its panes, so it reads and rewrites only the partitions
-of windows the batch touches (``spark_windowing.datasource._delta``). After the commits, the tables are compacted,
+of windows the batch touches (``spark_windowing.datasource.tables.delta``). After the commits, the tables are compacted,
 vacuumed and checkpointed on the schedule of ``compactEvery``, ``vacuumEvery``,
-``vacuumRetention`` and ``checkpointEvery`` (``spark_windowing.datasource.maintenance``), and what the batch wrote
-goes to ``P/_metrics/<batchId>.json`` (``spark_windowing.datasource.sink_metrics``).
+``vacuumRetention`` and ``checkpointEvery`` (``spark_windowing.datasource.tables.maintenance``), and what the batch wrote
+goes to ``P/_metrics/<batchId>.json`` (``spark_windowing.datasource.sink.metrics``).
 
 Exactly once per micro-batch (``batchId``):
 
@@ -111,13 +111,15 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import _delta, lease, pane_spec, storage
-from spark_windowing.datasource._delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
+from spark_windowing.datasource.tables import delta, pane_spec
+from spark_windowing.datasource.sink import lease
+from spark_windowing.datasource import storage
+from spark_windowing.datasource.tables.delta import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, DataFile
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
-from spark_windowing.datasource.layout import BATCH_ID_KEY, sink_spec_uri
-from spark_windowing.datasource.maintenance import MaintenanceOptions, maintain
-from spark_windowing.datasource.sink_metrics import write_batch_metrics
+from spark_windowing.datasource.storage.layout import BATCH_ID_KEY, sink_spec_uri
+from spark_windowing.datasource.tables.maintenance import MaintenanceOptions, maintain
+from spark_windowing.datasource.sink.metrics import write_batch_metrics
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError
 from spark_windowing._parse import parse_bool
@@ -165,7 +167,7 @@ class SinkOptions:
         if max_rows <= 0:
             raise OptionError("maxRowsPerFile", raw_rows, "a positive integer", why="not a positive integer")
         lease = parse_duration(opts.get("writerlease", "5 minutes"), option="writerLease")
-        return cls(root=_delta.normalize_root(path), app_id=app_id.strip() if app_id else None,
+        return cls(root=delta.normalize_root(path), app_id=app_id.strip() if app_id else None,
                    max_rows_per_file=max_rows, writer_lease_us=lease,
                    current_bucket_seconds=_bucket_seconds(opts.get("currentbucket")),
                    maintenance=MaintenanceOptions.parse(opts),
@@ -202,7 +204,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             raise ValueError("the windowed sink appends panes; use outputMode('append') "
                              "(the 'current' table already holds the latest pane per key and window)")
         try:
-            self.schema = _delta.table_pane_schema(spark_to_arrow_schema(schema))
+            self.schema = delta.table_pane_schema(spark_to_arrow_schema(schema))
         except (ValueError, TypeError) as exc:
             raise ValueError(f"writeStream.format('windowed') writes pane rows only: {exc}. "
                              f"DataFrame columns: {schema.simpleString()}") from None
@@ -244,7 +246,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             metrics, phases = batch.metrics, batch.phases
         with _timed(phases, "upkeep"):
             for table in TABLES:
-                upkeep = maintain(_delta.table_uri(self.options.root, table), batchId, self.options.maintenance)
+                upkeep = maintain(delta.table_uri(self.options.root, table), batchId, self.options.maintenance)
                 if upkeep:
                     metrics.setdefault(table, {})["maintenance"] = upkeep
         write_batch_metrics(self.options.root, batchId, metrics, commit_ms=phases)
@@ -338,13 +340,13 @@ def _ensure_tables(options: SinkOptions, schema: pa.Schema) -> None:
     ``currentBucket``), once per process and sink path: later writers of the same path and schema
     only check that each table's ``_delta_log`` is still there (a table moved aside, as
     docs/long-running.md suggests for an old layout, is created and checked again)."""
-    key = (options.root, _delta.schema_fingerprint(schema), options.current_bucket_seconds)
-    if key in _TABLES_CHECKED and all(storage.exists(f"{_delta.table_uri(options.root, t)}/_delta_log")
+    key = (options.root, delta.schema_fingerprint(schema), options.current_bucket_seconds)
+    if key in _TABLES_CHECKED and all(storage.exists(f"{delta.table_uri(options.root, t)}/_delta_log")
                                       for t in TABLES):
         return
     for table in TABLES:
-        _delta.ensure_pane_table(options.root, table, schema, bucket_seconds=(
-            options.current_bucket_seconds or _delta.DEFAULT_BUCKET_SECONDS))
+        delta.ensure_pane_table(options.root, table, schema, bucket_seconds=(
+            options.current_bucket_seconds or delta.DEFAULT_BUCKET_SECONDS))
     _check_current_layout(options)
     _TABLES_CHECKED.add(key)
 
@@ -353,8 +355,8 @@ def _check_current_layout(options: SinkOptions) -> None:
     """A ``currentBucket`` option must match the bucket ``current`` was created with (a window's
     row must stay in one partition for life); a ``current`` of the first, unpartitioned layout
     keeps working (every MERGE rewrites the whole table) and is reported in the log."""
-    current = DeltaTable(_delta.table_uri(options.root, CURRENT))
-    recorded = _delta.current_bucket_seconds(current)
+    current = DeltaTable(delta.table_uri(options.root, CURRENT))
+    recorded = delta.current_bucket_seconds(current)
     if recorded is None:
         _log.warning("windowed sink: %s/current predates the window_end_bucket layout; each micro-batch "
                      "rewrites the whole table. Move it aside and let the sink recreate it (see "
@@ -373,8 +375,8 @@ def _written(messages: Iterable[WriterCommitMessage | None]) -> list[PaneFilesMe
 
 def _discard(root: str, messages: Sequence[PaneFilesMessage]) -> None:
     for table in (TRIGGERS, RETRACTIONS):
-        _delta.delete_files(f"{root}/{table}", [f.path for m in messages for f in m.files if f.table == table])
-    _delta.delete_files(f"{root}/{STAGING}", [p for m in messages for p in m.deletes])
+        delta.delete_files(f"{root}/{table}", [f.path for m in messages for f in m.files if f.table == table])
+    delta.delete_files(f"{root}/{STAGING}", [p for m in messages for p in m.deletes])
 
 
 # --------------------------------------------------------------------------- executor side
@@ -436,8 +438,8 @@ class _TaskWriter:
         rows = pa.Table.from_batches(self.buffers[table], schema=self.schema)
         end = buffered // limit * limit if full_only else buffered
         for start in range(0, end, limit):
-            self.files.append(_delta.write_data_file(self.options.root, table, rows.slice(start, limit),
-                                                     name_hint=self.hint, sort_by=_delta.sort_columns(self.schema)))
+            self.files.append(delta.write_data_file(self.options.root, table, rows.slice(start, limit),
+                                                     name_hint=self.hint, sort_by=delta.sort_columns(self.schema)))
         self.buffers[table] = rows.slice(end).to_batches()
 
     def _stage_retraction_only(self, key_columns: list[str]) -> None:
@@ -448,8 +450,8 @@ class _TaskWriter:
         only = retractions if triggers.num_rows == 0 else retractions.join(
             triggers, keys=key_columns, join_type="left anti")
         if only.num_rows:
-            data_file = _delta.write_data_file(self.options.root, STAGING, only, name_hint=self.hint,
-                                               sort_by=_delta.sort_columns(self.schema))
+            data_file = delta.write_data_file(self.options.root, STAGING, only, name_hint=self.hint,
+                                               sort_by=delta.sort_columns(self.schema))
             self.deletes.append(data_file.path)
 
 
@@ -532,20 +534,20 @@ class _BatchCommit:
             self._close_windows()
         with _timed(self.phases, "clean"):
             for table, paths in replayed.items():
-                _delta.delete_files(f"{root}/{table}", paths)
-            _delta.delete_files(f"{root}/{STAGING}", staged)
-            _delta.delete_stale_staging(root, self.batch_id)
+                delta.delete_files(f"{root}/{table}", paths)
+            delta.delete_files(f"{root}/{STAGING}", staged)
+            delta.delete_stale_staging(root, self.batch_id)
 
     def _open(self, table: str) -> tuple[DeltaTable, bool]:
         """The table and whether it already holds this batch."""
-        dt = DeltaTable(_delta.table_uri(self.options.root, table))
+        dt = DeltaTable(delta.table_uri(self.options.root, table))
         done = dt.transaction_version(self.app_id)
         return dt, done is not None and done >= self.batch_id
 
     def _commit_properties(self) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
                                 custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
-                                                 **_delta.user_metadata(self.app_id, self.batch_id)})
+                                                 **delta.user_metadata(self.app_id, self.batch_id)})
 
     def _append(self, table: str, files: Sequence[DataFile]) -> bool:
         """Commit ``files`` to ``table``; False when the table already holds the batch. No files:
@@ -557,7 +559,7 @@ class _BatchCommit:
         if done:
             return False
         if files:
-            dt.create_write_transaction([_delta.add_action(f) for f in files], mode="append",
+            dt.create_write_transaction([delta.add_action(f) for f in files], mode="append",
                                         schema=dt.schema(), commit_properties=self._commit_properties())
             self.metrics[table] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
                                    "files_removed": 0, "bytes_removed": 0}
@@ -570,16 +572,16 @@ class _BatchCommit:
         deletes = self._retraction_only(trigger_paths, staged)
         if not trigger_paths and deletes.num_rows == 0:
             return
-        bucket = _delta.current_bucket_seconds(dt)
+        bucket = delta.current_bucket_seconds(dt)
         source_schema = pa.schema([f.with_nullable(True) for f in self.schema])
         if bucket is not None:
-            source_schema = source_schema.append(pa.field(_delta.BUCKET_COLUMN, pa.string()))
+            source_schema = source_schema.append(pa.field(delta.BUCKET_COLUMN, pa.string()))
         source = pa.RecordBatchReader.from_batches(
             source_schema, self._source_batches(source_schema, trigger_paths, deletes, bucket))
         on = " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in _key_window_columns(self.schema))
         if bucket is not None:  # the partitions that can hold the batch's windows: delta-rs prunes the rest
             buckets = self._buckets(trigger_paths, deletes, bucket)
-            on += f" AND t.{_delta.BUCKET_COLUMN} IN ({', '.join(repr(b) for b in buckets)})"
+            on += f" AND t.{delta.BUCKET_COLUMN} IN ({', '.join(repr(b) for b in buckets)})"
         trigger, retraction = f"s.kind = '{KIND_TRIGGER}'", f"s.kind = '{KIND_RETRACTION}'"
         merged = (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
                            commit_properties=self._commit_properties())
@@ -587,7 +589,7 @@ class _BatchCommit:
                   .when_matched_delete(predicate=retraction)
                   .when_not_matched_insert_all(predicate=trigger)
                   .execute())
-        self.metrics[CURRENT] = {**_delta.commit_sizes(_delta.table_uri(self.options.root, CURRENT), dt.version()),
+        self.metrics[CURRENT] = {**delta.commit_sizes(delta.table_uri(self.options.root, CURRENT), dt.version()),
                                  "rows_copied": merged.get("num_target_rows_copied", 0),
                                  "files_scanned": merged.get("num_target_files_scanned", 0)}
 
@@ -598,7 +600,7 @@ class _BatchCommit:
         if self.closing is None:
             return None
         marks = [pc.max(b.column(0)) for f in files
-                 for b in _delta.read_files(self.options.root, f.table, [f.path], columns=["watermark"])]
+                 for b in delta.read_files(self.options.root, f.table, [f.path], columns=["watermark"])]
         values = [pc.cast(m, pa.int64()).as_py() for m in marks if m.is_valid]
         return max(values) - self.closing if values else None
 
@@ -610,42 +612,42 @@ class _BatchCommit:
         before = _CLOSED_THROUGH.get(root)
         if self._bound is None or (before is not None and self._bound <= before):
             return
-        dt = DeltaTable(_delta.table_uri(root, CURRENT))
+        dt = DeltaTable(delta.table_uri(root, CURRENT))
         predicate = f"is_final = false AND window_end <= '{_iso_us(self._bound)}'"
         if before is not None:
             predicate += f" AND window_end > '{_iso_us(before)}'"
-        bucket = _delta.current_bucket_seconds(dt)
+        bucket = delta.current_bucket_seconds(dt)
         if bucket is not None:  # partition pruning: only the buckets the bound moved through
-            predicate += f" AND {_delta.BUCKET_COLUMN} <= '{_bucket_of(self._bound, bucket)}'"
+            predicate += f" AND {delta.BUCKET_COLUMN} <= '{_bucket_of(self._bound, bucket)}'"
             if before is not None:
-                predicate += f" AND {_delta.BUCKET_COLUMN} >= '{_bucket_of(before, bucket)}'"
+                predicate += f" AND {delta.BUCKET_COLUMN} >= '{_bucket_of(before, bucket)}'"
         updated = dt.update(updates={"is_final": "true"}, predicate=predicate, commit_properties=CommitProperties(
             custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
-                             **_delta.user_metadata(self.app_id, self.batch_id)}))
+                             **delta.user_metadata(self.app_id, self.batch_id)}))
         _CLOSED_THROUGH[root] = self._bound
         if updated.get("num_updated_rows"):
             self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
 
     def _buckets(self, trigger_paths: list[str], deletes: pa.Table, seconds: int) -> list[str]:
         """The distinct ``window_end_bucket`` values of the batch's panes (read: window_end only)."""
-        ends = [b.column(0) for b in _delta.read_files(self.options.root, TRIGGERS, trigger_paths,
+        ends = [b.column(0) for b in delta.read_files(self.options.root, TRIGGERS, trigger_paths,
                                                       columns=["window_end"])]
         ends += deletes.column("window_end").chunks
         values: set[str] = set()
         for end in ends:
-            values.update(pc.unique(_delta.window_end_buckets(end, seconds)).to_pylist())
+            values.update(pc.unique(delta.window_end_buckets(end, seconds)).to_pylist())
         return sorted(values)
 
     def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
                         deletes: pa.Table, bucket: int | None) -> Iterator[pa.RecordBatch]:
-        for batch in _delta.read_files(self.options.root, TRIGGERS, trigger_paths):
+        for batch in delta.read_files(self.options.root, TRIGGERS, trigger_paths):
             yield _with_bucket(_closed(batch, self._bound), bucket).cast(schema)
         for batch in deletes.to_batches():
             n = batch.num_rows
             columns = [batch.column(f.name) if f.name in deletes.column_names
                        else pa.array([KIND_RETRACTION] * n, f.type) if f.name == "kind"
-                       else _delta.window_end_buckets(batch.column("window_end"), bucket)
-                       if f.name == _delta.BUCKET_COLUMN
+                       else delta.window_end_buckets(batch.column("window_end"), bucket)
+                       if f.name == delta.BUCKET_COLUMN
                        else pa.nulls(n, f.type) for f in schema]
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
@@ -658,11 +660,11 @@ class _BatchCommit:
         """
         columns = _key_window_columns(self.schema)
         key_schema = pa.schema([self.schema.field(c) for c in columns])
-        staged_batches = list(_delta.read_files(self.options.root, STAGING, staged))
+        staged_batches = list(delta.read_files(self.options.root, STAGING, staged))
         if not staged_batches:
             return key_schema.empty_table()
         candidates = _distinct(staged_batches, columns, self.schema, check_unique=False)
-        for batch in _delta.read_files(self.options.root, TRIGGERS, trigger_paths, columns=columns):
+        for batch in delta.read_files(self.options.root, TRIGGERS, trigger_paths, columns=columns):
             candidates = candidates.join(pa.Table.from_batches([batch]), keys=columns, join_type="left anti")
             if candidates.num_rows == 0:
                 break
@@ -680,7 +682,7 @@ _CLOSED_THROUGH: dict[str, int] = {}
 
 def _bucket_of(us: int, seconds: int) -> str:
     end = pa.array([us], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
-    return _delta.window_end_buckets(end, seconds)[0].as_py()
+    return delta.window_end_buckets(end, seconds)[0].as_py()
 
 
 @contextmanager
@@ -705,7 +707,7 @@ def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:
 def _with_bucket(batch: pa.RecordBatch, seconds: int | None) -> pa.RecordBatch:
     if seconds is None:
         return batch
-    return batch.append_column(_delta.BUCKET_COLUMN, _delta.window_end_buckets(batch.column("window_end"), seconds))
+    return batch.append_column(delta.BUCKET_COLUMN, delta.window_end_buckets(batch.column("window_end"), seconds))
 
 
 def _quote(name: str) -> str:

@@ -46,7 +46,7 @@ from deltalake.exceptions import TableNotFoundError
 from deltalake.transaction import AddAction
 
 from spark_windowing.datasource import storage
-from spark_windowing.datasource.layout import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, table_uri
+from spark_windowing.datasource.storage.layout import CURRENT, RETRACTIONS, STAGING, TABLES, TRIGGERS, table_uri
 from spark_windowing.datasource.storage import filesystem
 from spark_windowing.panes import WINDOW_FIELDS, pane_schema, split_pane_schema
 

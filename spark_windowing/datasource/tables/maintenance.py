@@ -154,15 +154,15 @@ def migrate_current(path: str, bucket: str = "10 minutes") -> int:
     """
     from deltalake import DeltaTable, write_deltalake
 
-    from spark_windowing.datasource import _delta
+    from spark_windowing.datasource.tables import delta
 
     seconds = parse_duration(bucket, option="bucket", allow_zero=False) // 1_000_000
-    uri = _delta.table_uri(_delta.normalize_root(path), _delta.CURRENT)
+    uri = delta.table_uri(delta.normalize_root(path), delta.CURRENT)
     table = DeltaTable(uri)
-    if _delta.current_bucket_seconds(table) is not None:
+    if delta.current_bucket_seconds(table) is not None:
         return 0
     rows = table.to_pyarrow_table()
-    rows = rows.append_column(_delta.BUCKET_COLUMN, _delta.window_end_buckets(rows["window_end"], seconds))
-    table.alter.set_table_properties({_delta.CONF_BUCKET: str(seconds)}, raise_if_not_exists=False)
-    write_deltalake(uri, rows, mode="overwrite", schema_mode="overwrite", partition_by=[_delta.BUCKET_COLUMN])
+    rows = rows.append_column(delta.BUCKET_COLUMN, delta.window_end_buckets(rows["window_end"], seconds))
+    table.alter.set_table_properties({delta.CONF_BUCKET: str(seconds)}, raise_if_not_exists=False)
+    write_deltalake(uri, rows, mode="overwrite", schema_mode="overwrite", partition_by=[delta.BUCKET_COLUMN])
     return rows.num_rows

@@ -1,11 +1,11 @@
 """What each micro-batch did to the pane tables: ``P/_metrics/<batchId>.json``, one per batch.
 
-Written by the sink's commit on the driver (``spark_windowing.datasource.sink``), read by the progress line
+Written by the sink's commit on the driver (``spark_windowing.datasource.sink.writer``), read by the progress line
 (``spark_windowing.datasource.progress``) and by benchmarks. Per table (``triggers``, ``retractions``,
 ``current``): ``files_added``, ``bytes_added``, ``files_removed``, ``bytes_removed`` of the
 batch's commit (for ``current``, its MERGE, plus ``rows_copied`` and ``files_scanned``: the
 target rows rewritten unchanged and the files read), and ``maintenance`` when compaction, vacuum
-or a log checkpoint ran (``spark_windowing.datasource.maintenance``). A table the batch did not change is absent.
+or a log checkpoint ran (``spark_windowing.datasource.tables.maintenance``). A table the batch did not change is absent.
 ``commit_ms``: the driver's commit of the batch by phase, in milliseconds (the progress line
 prints their sum and the phases of 1 ms or more).
 The files of the last 100 batches are kept.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from spark_windowing.datasource.layout import METRICS_DIR, TABLES, metrics_path
+from spark_windowing.datasource.storage.layout import METRICS_DIR, TABLES, metrics_path
 from spark_windowing.datasource.storage import filesystem
 
 __all__ = ["METRICS_DIR", "write_batch_metrics", "read_batch_metrics", "format_sink_metrics", "format_bytes"]

@@ -31,7 +31,7 @@ from deltalake import DeltaTable
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import _delta
+from spark_windowing.datasource.tables import delta
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.errors import OptionError
 
@@ -68,13 +68,13 @@ class TableOptions:
 
     @property
     def uri(self) -> str:
-        return self.root if self.table == LATE else _delta.table_uri(self.root, self.table)
+        return self.root if self.table == LATE else delta.table_uri(self.root, self.table)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "TableOptions":
         opts = {k.lower(): v for k, v in options.items()}
         table = (opts.get("table") or "").strip().lower()
-        if table not in _delta.TABLES and table != LATE:
+        if table not in delta.TABLES and table != LATE:
             raise OptionError("table", opts.get("table"), ACCEPTED_TABLES,
                               why="names the pane table to read")
         path = opts.get("path")
@@ -88,11 +88,11 @@ class TableOptions:
             version = int(raw) if raw.strip().isdigit() else -1
             if version < 0:
                 raise OptionError("versionAsOf", raw, "a Delta table version, an integer >= 0")
-        return cls(root=_delta.normalize_root(path), table=table, version=version)
+        return cls(root=delta.normalize_root(path), table=table, version=version)
 
     def open(self) -> DeltaTable:
         """The pinned Delta table; a clear error when there is none at the path."""
-        table = _delta.open_table(self.uri)
+        table = delta.open_table(self.uri)
         if table is None:
             if self.table == LATE:
                 raise FileNotFoundError(
@@ -111,8 +111,8 @@ def table_schema(options: Mapping[str, str]) -> StructType:
     """The Spark schema of the pane table named by ``options``."""
     table = TableOptions.parse(options).open()
     schema = pa.schema(table.schema().to_arrow())
-    if _delta.BUCKET_COLUMN in schema.names:   # current's partition column: not a pane column
-        schema = schema.remove(schema.get_field_index(_delta.BUCKET_COLUMN))
+    if delta.BUCKET_COLUMN in schema.names:   # current's partition column: not a pane column
+        schema = schema.remove(schema.get_field_index(delta.BUCKET_COLUMN))
     return arrow_to_spark_schema(schema)
 
 

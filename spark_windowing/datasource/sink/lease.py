@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from spark_windowing.datasource import storage
-from spark_windowing.datasource.layout import writer_lease_uri
+from spark_windowing.datasource.storage.layout import writer_lease_uri
 
 #: How long a query refused by a lease re-reads it, in case its holder is just terminating (Spark
 #: reports a query's termination to listeners asynchronously).

@@ -5,7 +5,7 @@ Spark fetches ``spark.jars.packages`` with Ivy. Its default chain reads the loca
 ``ivysettings.xml``). ``jar_confs`` gives the Spark conf that resolves from Maven Central only,
 into a cache used by nothing else:
 
->>> from spark_windowing.datasource.packages import jar_confs          # doctest: +SKIP
+>>> from spark_windowing.tools.packages import jar_confs          # doctest: +SKIP
 >>> builder = SparkSession.builder                                      # doctest: +SKIP
 >>> for k, v in jar_confs("io.delta:delta-spark_4.2_2.13:4.4.0").items():  # doctest: +SKIP
 ...     builder = builder.config(k, v)

@@ -7,26 +7,19 @@ A bad value raises ``OptionError`` naming the option, the value and the accepted
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
-from spark_windowing.datasource.layout import SOURCES2_DIR, SOURCES_DIR
-from spark_windowing.datasource.maintenance import MaintenanceOptions
-from spark_windowing.datasource.option_reference import options_of
-from spark_windowing.datasource.option_values import bool_option, int_option
+from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, MALFORMED_EVENTS, PROC_TIME_COLUMN,
+                                                      SourceConfig)
+from spark_windowing.datasource.storage.layout import SOURCES2_DIR
+from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
+from spark_windowing.datasource.options.reference import options_of
+from spark_windowing.datasource.options.values import bool_option, int_option
 from spark_windowing.datasource.upstreams import UPSTREAMS
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError, UnknownOptionError
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.watermark import WatermarkStrategy, parse_watermark
-
-DEFAULT_SHARDS = 2
-#: ``malformedEvents``: events whose event time cannot be read go to the late-data table; the
-#: query stops when a whole micro-batch holds no readable one before any event had one
-#: (``fail-if-all``, default), never stops (``late``), or stops at the first one (``fail``).
-MALFORMED_EVENTS = ("fail-if-all", "late", "fail")
-#: Internal column holding the batch time for processing-time windows (no timestampColumn).
-PROC_TIME_COLUMN = "__batch_time"
 
 #: Options of a second stream merged per key and window (spark_windowing.join), besides the
 #: joinable kinds' own options suffixed with 2 (a generated stream 2: ``eventsPerBatch2``, ...).
@@ -42,48 +35,19 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
-    # upkeep of the late-data table (spark_windowing.datasource.maintenance)
+    # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
     # each upstream kind's own (spark_windowing.datasource.upstreams), and stream 2's
     *_KIND_OPTIONS, *_KIND_OPTIONS2,
 }
 #: The documented spelling of every reader option, from the one registry of documented options
-#: (``spark_windowing.datasource.option_reference``, which generates docs/options.md; its tests
+#: (``spark_windowing.datasource.options.reference``, which generates docs/options.md; its tests
 #: check that the registry and KNOWN_OPTIONS name the same options). Error messages spell them so.
 _DOCUMENTED = {o.name.lower(): o.name for o in options_of("reader") if o.name.lower() in KNOWN_OPTIONS}
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
 JOIN_OPTIONS = _JOIN_OWN + _KIND_OPTIONS2
-
-
-@dataclass(frozen=True)
-class SourceConfig:
-    """Everything the stream reader needs; picklable, shipped to the executors."""
-
-    source: str
-    path: str | None
-    spec: OperatorSpec
-    watermark: WatermarkStrategy
-    state_location: str
-    shards: int
-    late_data_path: str | None = None
-    max_events_per_batch: int | None = None
-    max_files_per_trigger: int | None = None
-    starting_version: int | None = None
-    skip_change_commits: bool = False        # delta: skip commits that are not appends (Spark's option)
-    ignore_deletes: bool = False             # delta: let commits that only delete rows pass
-    schema_ddl: str | None = None
-    settings: Any = None                     # the upstream kind's own (Upstream.parse_options): GeneratorConfig, ...
-    processing_time_windows: bool = False
-    late_maintenance: MaintenanceOptions = MaintenanceOptions()
-    query_name: str | None = None
-    state_buckets: int = 64                  # key buckets per shard (unit of loading / spilling / rewriting)
-    state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
-    claim_wait: float = 3.0                  # seconds a slot leaves a shard to the executor holding it
-    manifest_dir: str = SOURCES_DIR          # under stateLocation: the file source's manifest
-    stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
-    malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
 
 
 def _require(options: dict[str, str], name: str, accepted: str) -> str:

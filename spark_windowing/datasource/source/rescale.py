@@ -8,7 +8,7 @@ state from the old shards' snapshots at the start offset:
 
 * it reads every old shard's snapshot (manifest and all key buckets) at the start offset,
 * keeps the windows whose key the new count routes to it (``key hash % shards``, the rule
-  ``spark_windowing.datasource.sharding`` routes events by; without key columns everything is
+  ``spark_windowing.datasource.source.sharding`` routes events by; without key columns everything is
   shard 0's),
 * gives them new row ids in the order (old row id, old shard) and takes the largest watermark and
   processing time of the old shards (they are equal: every shard runs every batch),

@@ -26,12 +26,12 @@ from urllib.parse import urlparse
 
 import pyarrow.fs as pafs
 
-from spark_windowing.datasource import conditional_writes, store_endpoints
+from spark_windowing.datasource.storage import conditional_writes, endpoints
 
 #: One filesystem client per store configuration and process (``_store_key``): creating an S3
 #: client costs more than a small GET.
 _FILESYSTEMS: dict[tuple, pafs.FileSystem] = {}
-OBJECT_STORE_SCHEMES = ("s3", "gs", *store_endpoints.AZURE_SCHEMES)
+OBJECT_STORE_SCHEMES = ("s3", "gs", *endpoints.AZURE_SCHEMES)
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -47,9 +47,9 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if "://" not in uri:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
     parsed = urlparse(uri)
-    azure = store_endpoints.parse_azure(uri) if parsed.scheme in store_endpoints.AZURE_SCHEMES else None
+    azure = endpoints.parse_azure(uri) if parsed.scheme in endpoints.AZURE_SCHEMES else None
     if parsed.scheme not in OBJECT_STORE_SCHEMES or parsed.query or \
-            (parsed.scheme in store_endpoints.AZURE_SCHEMES and azure is None):
+            (parsed.scheme in endpoints.AZURE_SCHEMES and azure is None):
         return pafs.FileSystem.from_uri(uri)
     key = _store_key(parsed.scheme, parsed.netloc, azure)
     fs = _FILESYSTEMS.get(key)
@@ -60,14 +60,14 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     return fs, f"{parsed.netloc}{parsed.path}".rstrip("/")
 
 
-def _store_key(scheme: str, bucket: str, azure: store_endpoints.AzurePath | None) -> tuple:
+def _store_key(scheme: str, bucket: str, azure: endpoints.AzurePath | None) -> tuple:
     """What tells one store configuration from another: the endpoint (and for Azure the account
     and its credentials) as the environment gives them now."""
     if scheme == "s3":
-        return ("s3", bucket, store_endpoints.s3_endpoint(), store_endpoints.s3_region())
+        return ("s3", bucket, endpoints.s3_endpoint(), endpoints.s3_region())
     if scheme == "gs":
-        return ("gs", bucket, store_endpoints.gcs_emulator())
-    return ("az", store_endpoints.azure_account(azure.account))
+        return ("gs", bucket, endpoints.gcs_emulator())
+    return ("az", endpoints.azure_account(azure.account))
 
 
 def _object_store(key: tuple) -> pafs.FileSystem:
@@ -90,7 +90,7 @@ def _object_store(key: tuple) -> pafs.FileSystem:
             parts = urlparse(key[2])
             return pafs.GcsFileSystem(anonymous=True, scheme=parts.scheme, endpoint_override=parts.netloc)
         return pafs.GcsFileSystem()
-    return pafs.AzureFileSystem(**store_endpoints.pyarrow_azure_options(key[1]))
+    return pafs.AzureFileSystem(**endpoints.pyarrow_azure_options(key[1]))
 
 
 def is_local(fs: pafs.FileSystem) -> bool:
@@ -107,7 +107,7 @@ def join_uri(original: str, root: str, path: str) -> str:
         return path
     scheme, rest = original.split("://", 1)
     netloc = rest.split("/", 1)[0]
-    if "@" in netloc and scheme in store_endpoints.AZURE_SCHEMES:   # <container>@<account>.<host>
+    if "@" in netloc and scheme in endpoints.AZURE_SCHEMES:   # <container>@<account>.<host>
         container, host = netloc.split("@", 1)
         return f"{scheme}://{container}@{host}/{path[len(container):].lstrip('/')}"
     return f"{scheme}://{path}"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 from urllib.parse import urlparse
 
-from spark_windowing.datasource import store_endpoints
+from spark_windowing.datasource.storage import endpoints
 
 #: The module each scheme's client needs (extras ``s3``, ``gcs``, ``azure``), and azure-identity's.
 CLIENT_MODULES = {"s3": "botocore", "gs": "google.cloud.storage", "abfs": "azure.storage.blob",
@@ -47,15 +47,15 @@ def client_installed(scheme: str) -> bool:
 
 def supported(uri: str) -> bool:
     """Whether ``create`` works for ``uri``: an ``s3://`` or ``gs://`` URI, or an ``abfs[s]://``
-    one of the forms ``store_endpoints.parse_azure`` reads, with the store's client installed
+    one of the forms ``endpoints.parse_azure`` reads, with the store's client installed
     (for an Azure account without a key or SAS token also ``azure-identity``)."""
     scheme = urlparse(uri).scheme
-    if scheme not in store_endpoints.AZURE_SCHEMES:
+    if scheme not in endpoints.AZURE_SCHEMES:
         return client_installed(scheme)
-    where = store_endpoints.parse_azure(uri)
+    where = endpoints.parse_azure(uri)
     if where is None or not client_installed(scheme):
         return False
-    account = store_endpoints.azure_account(where.account)
+    account = endpoints.azure_account(where.account)
     return bool(account.key or account.sas_token) or client_installed("azure-identity")
 
 
@@ -67,7 +67,7 @@ def create(uri: str, data: bytes) -> bool:
         return create_s3(parsed.netloc, parsed.path.lstrip("/"), data)
     if parsed.scheme == "gs":
         return create_gcs(parsed.netloc, parsed.path.lstrip("/"), data)
-    where = store_endpoints.parse_azure(uri)
+    where = endpoints.parse_azure(uri)
     if where is None:
         raise ValueError(f"{uri}: no conditional write for this URI")
     return create_azure(where.account, where.container, where.path, data)
@@ -113,7 +113,7 @@ def _s3_client():
     credentials from the environment); retries like it (standard mode, 10 attempts)."""
     import botocore.config
     import botocore.session
-    endpoint, region = store_endpoints.s3_endpoint(), store_endpoints.s3_region()
+    endpoint, region = endpoints.s3_endpoint(), endpoints.s3_region()
     client = _CLIENTS.get(("s3", endpoint, region))
     if client is None:
         config = botocore.config.Config(retries={"mode": "standard", "max_attempts": 10},
@@ -127,7 +127,7 @@ def _gcs_client():
     """A ``google.cloud.storage.Client``: against ``STORAGE_EMULATOR_HOST`` when set (the client
     reads it itself and then signs nothing), else with application default credentials."""
     from google.cloud import storage
-    emulator = store_endpoints.gcs_emulator()
+    emulator = endpoints.gcs_emulator()
     client = _CLIENTS.get(("gs", emulator))
     if client is None:
         if emulator:
@@ -141,8 +141,8 @@ def _gcs_client():
 
 
 def _azure_client(named: str | None):
-    """A ``BlobServiceClient`` for the account ``store_endpoints.azure_account`` finds."""
-    account = store_endpoints.azure_account(named)
+    """A ``BlobServiceClient`` for the account ``endpoints.azure_account`` finds."""
+    account = endpoints.azure_account(named)
     client = _CLIENTS.get(("az", account))
     if client is None:
         from azure.storage.blob import BlobServiceClient

@@ -40,15 +40,18 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource import layout, local_copies, rescale, shard_reports, shard_state, sharding, storage
-from spark_windowing.datasource.checks import (check_malformed, check_state_spec, checked_pane_schema,
+from spark_windowing.datasource.storage import layout, local_copies
+from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
+from spark_windowing.datasource import storage
+from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                malformed_sample, recorded_options)
-from spark_windowing.datasource.affinity import keep_open, shard_to_run, slots
-from spark_windowing.datasource.late_table import append_late_rows, create_late_table
+from spark_windowing.datasource.source.affinity import keep_open, shard_to_run, slots
+from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
 from spark_windowing.datasource._memory import release_arrow_memory
-from spark_windowing.datasource.maintenance import maintain, upkeep_due
+from spark_windowing.datasource.tables.maintenance import maintain, upkeep_due
 from spark_windowing.datasource._types import arrow_to_spark_schema
-from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig, parse_options
+from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
+from spark_windowing.datasource.options.parse import parse_options
 from spark_windowing.datasource.upstreams import Upstream, upstream_for
 from spark_windowing import join
 from spark_windowing._time import MAX_TIME, MIN_TIME
@@ -88,7 +91,7 @@ def stream_schema(options: dict[str, str]) -> StructType:
 
 class ShardPartition(InputPartition):
     """One slot of one micro-batch: it runs key shard ``shard``, or another one it claims in
-    ``read()`` (``spark_windowing.datasource.affinity``)."""
+    ``read()`` (``spark_windowing.datasource.source.affinity``)."""
 
     def __init__(self, shard: int, start: dict, end: dict, planned: Any) -> None:
         super().__init__(shard)

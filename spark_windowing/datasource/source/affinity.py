@@ -4,7 +4,7 @@ Each Python worker keeps the state stores it has open (``keep_open``, ``take_ope
 micro-batch of a shard that lands on the same worker continues from memory instead of reading
 the shard's state back (Spark's state store providers do the same on executors). A store is
 reused as it is when its offset and manifest match the batch's start, and brought up to it when it
-is older (``spark_windowing.datasource.shard_state.open_store``, ``StateStore.catch_up``: only the key
+is older (``spark_windowing.datasource.source.shard_state.open_store``, ``StateStore.catch_up``: only the key
 buckets written since are read back).
 
 Spark hands the tasks of a micro-batch to whichever Python workers are idle, in the order the
@@ -63,7 +63,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Callable
 
-from spark_windowing.datasource import layout, local_copies, storage
+from spark_windowing.datasource.storage import layout, local_copies
+from spark_windowing.datasource import storage
 
 if TYPE_CHECKING:  # pragma: no cover
     from spark_windowing.store import StateStore

@@ -35,7 +35,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from spark_windowing.datasource import layout, storage
+from spark_windowing.datasource.storage import layout
+from spark_windowing.datasource import storage
 from spark_windowing.errors import SnapshotError
 
 #: The report fields the driver reads to plan the next micro-batch, in the order a name carries them.

@@ -3,10 +3,10 @@
 Every option of ``spark.readStream.format("windowed")`` (scope ``reader``),
 ``df.writeStream.format("windowed")`` (scope ``sink``) and ``spark.read.format("windowed")``
 (scope ``table``) is one ``Option`` here, in its documented camelCase. The stream reader's
-``KNOWN_OPTIONS`` (``spark_windowing.datasource.options``) is derived from this tuple, and
+``KNOWN_OPTIONS`` (``spark_windowing.datasource.options.parse``) is derived from this tuple, and
 ``docs/options.md`` is generated from it::
 
-    python -m spark_windowing.datasource.option_reference > docs/options.md
+    python -m spark_windowing.datasource.options.reference > docs/options.md
 
 ``tests/operator/test_docs.py`` fails when the file and the registry differ, or when the
 registry and the option parsers disagree about the names. Imports nothing (no pyspark).
@@ -53,7 +53,7 @@ OPTIONS: tuple[Option, ...] = (
            "only files a commit adds with `dataChange`; partition values, column mapping and `timestamp_ntz` "
            "handled; commits that remove rows fail unless `skipChangeCommits` / `ignoreDeletes`; a schema "
            "change inside the versions read fails, naming the version — see "
-           "`spark_windowing/datasource/delta_source.py`), `parquet`, `json`, `csv`, `generator` (deterministic "
+           "`spark_windowing/datasource/upstreams/delta_log.py`), `parquet`, `json`, `csv`, `generator` (deterministic "
            "synthetic clicks: `user_id`, `page`, `event_time`, `amount`, `event_id`; see [Generator](#generator)), `kafka` (see [Kafka](kafka.md)), `panes` (the pane tables "
            "of another windowed query: its `writeStream.format(\"windowed\")` path; a micro-batch reads whole "
            "upstream batches, TRIGGER and RETRACTION rows together; `maxFilesPerTrigger` = upstream batches "
@@ -320,8 +320,8 @@ OPTIONS: tuple[Option, ...] = (
 INTRO = """\
 # Options reference
 
-<!-- Generated from spark_windowing/datasource/option_reference.py by
-     `python -m spark_windowing.datasource.option_reference > docs/options.md`; do not edit by hand
+<!-- Generated from spark_windowing/datasource/options/reference.py by
+     `python -m spark_windowing.datasource.options.reference > docs/options.md`; do not edit by hand
      (tests/operator/test_docs.py fails when the two differ). -->
 
 All option names are case-insensitive. `spark.windowed.<option>` in the Spark conf

@@ -3,7 +3,7 @@
 The windowed source puts it into the pane schema it returns at ``load()`` (the metadata of the
 ``window_start`` column, key :data:`METADATA_KEY`); Spark keeps a column's metadata through
 ``filter``, ``select`` and ``withColumnRenamed``, so it reaches the sink's ``streamWriter`` with the
-schema. The sink records it in ``P/_spec.json`` (:data:`spark_windowing.datasource.layout.SINK_SPEC`)
+schema. The sink records it in ``P/_spec.json`` (:data:`spark_windowing.datasource.storage.layout.SINK_SPEC`)
 and refuses a query whose panes come from another spec (:data:`COMPARED`: the options that make
 two queries' rows incomparable, e.g. 10- and 5-minute windows of the same events in ``current``).
 The state location's ``spec.json`` records the same values (``options``), so a restart with other

@@ -25,7 +25,7 @@ def append_late_rows(path: str, app_id: str, seq: int, late: pa.Table) -> None:
     replayed batch appends nothing twice."""
     from deltalake import CommitProperties, Transaction, write_deltalake
 
-    from spark_windowing.datasource._delta import open_table, user_metadata
+    from spark_windowing.datasource.tables.delta import open_table, user_metadata
     table = open_table(path)   # one log read: the check and the append's snapshot
     if table is not None:
         done = table.transaction_version(app_id)

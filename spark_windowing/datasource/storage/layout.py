@@ -12,7 +12,7 @@ A query's state location ``S`` (``stateLocation``)::
 
 A pane sink's root ``P`` (``writeStream.format("windowed")``)::
 
-    P/triggers, P/retractions, P/current    the Delta pane tables (``spark_windowing.datasource._delta``)
+    P/triggers, P/retractions, P/current    the Delta pane tables (``spark_windowing.datasource.tables.delta``)
     P/_staging/                             the sink's per-batch scratch files
     P/_metrics/<batchId>.json               what each micro-batch did to the tables
     P/_spec.json                            the windowing spec whose panes the tables hold (``pane_spec``)

@@ -16,8 +16,9 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from spark_windowing._arrow import field_type, get_column
-from spark_windowing.datasource import pane_spec, rescale
-from spark_windowing.datasource.options import PROC_TIME_COLUMN, SourceConfig
+from spark_windowing.datasource.tables import pane_spec
+from spark_windowing.datasource.source import rescale
+from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.errors import OptionError
 
 #: Accepted event-time columns (the ``timestampColumn`` error's "Accepted:" part).

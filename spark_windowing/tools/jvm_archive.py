@@ -1,6 +1,6 @@
 """A class-data sharing (CDS) archive of the JVM classes a windowed query loads: Spark starts faster.
 
-    python -m spark_windowing.datasource.jvm_archive ~/.cache/spark-classes.jsa
+    python -m spark_windowing.tools.jvm_archive ~/.cache/spark-classes.jsa
     export SPARK_SUBMIT_OPTS="-XX:SharedArchiveFile=$HOME/.cache/spark-classes.jsa"
     # or: spark-submit --driver-java-options "-XX:SharedArchiveFile=..." app.py
 
@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass
 
 #: This module's name, as ``python -m`` runs it (the writing run is this module run again).
-MODULE = "spark_windowing.datasource.jvm_archive"
+MODULE = "spark_windowing.tools.jvm_archive"
 
 
 @dataclass(frozen=True)

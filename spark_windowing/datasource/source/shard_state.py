@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from spark_windowing.datasource import layout, local_copies, rescale, storage
-from spark_windowing.datasource.affinity import take_open
-from spark_windowing.datasource.options import SourceConfig
+from spark_windowing.datasource.storage import layout, local_copies
+from spark_windowing.datasource.source import rescale
+from spark_windowing.datasource import storage
+from spark_windowing.datasource.source.affinity import take_open
+from spark_windowing.datasource.options.config import SourceConfig
 from spark_windowing.store import StateStore, manifest_digest, manifest_uri
 
 __all__ = ["open_store", "reload_counts", "CONTINUED", "CAUGHT_UP", "REOPENED"]

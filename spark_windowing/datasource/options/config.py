@@ -1,0 +1,52 @@
+"""The parsed options of ``spark.readStream.format("windowed")``: the types every layer shares.
+
+A leaf: the option parser (``options.parse``) builds a :class:`SourceConfig`, the upstreams
+(``upstreams``) and the stream reader (``source``) read it, and this module imports none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spark_windowing.datasource.storage.layout import SOURCES_DIR
+from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
+from spark_windowing.spec import OperatorSpec
+from spark_windowing.watermark import WatermarkStrategy
+
+DEFAULT_SHARDS = 2
+#: ``malformedEvents``: events whose event time cannot be read go to the late-data table; the
+#: query stops when a whole micro-batch holds no readable one before any event had one
+#: (``fail-if-all``, default), never stops (``late``), or stops at the first one (``fail``).
+MALFORMED_EVENTS = ("fail-if-all", "late", "fail")
+#: Internal column holding the batch time for processing-time windows (no timestampColumn).
+PROC_TIME_COLUMN = "__batch_time"
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Everything the stream reader needs; picklable, shipped to the executors."""
+
+    source: str
+    path: str | None
+    spec: OperatorSpec
+    watermark: WatermarkStrategy
+    state_location: str
+    shards: int
+    late_data_path: str | None = None
+    max_events_per_batch: int | None = None
+    max_files_per_trigger: int | None = None
+    starting_version: int | None = None
+    skip_change_commits: bool = False        # delta: skip commits that are not appends (Spark's option)
+    ignore_deletes: bool = False             # delta: let commits that only delete rows pass
+    schema_ddl: str | None = None
+    settings: Any = None                     # the upstream kind's own (Upstream.parse_options): GeneratorConfig, ...
+    processing_time_windows: bool = False
+    late_maintenance: MaintenanceOptions = MaintenanceOptions()
+    query_name: str | None = None
+    state_buckets: int = 64                  # key buckets per shard (unit of loading / spilling / rewriting)
+    state_memory_rows: int = 2_000_000       # windows per shard kept in memory; more spill to stateLocation
+    claim_wait: float = 3.0                  # seconds a slot leaves a shard to the executor holding it
+    manifest_dir: str = SOURCES_DIR          # under stateLocation: the file source's manifest
+    stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
+    malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
