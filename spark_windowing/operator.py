@@ -21,22 +21,19 @@ elements; it is called once per fired pane.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from spark_windowing import aggregates as agg
 from spark_windowing import join
 from spark_windowing import buffered, mixed
-from spark_windowing._arrow import field_type, get_column, to_micros
-from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME, UNIT_FACTORS
+from spark_windowing._arrow import field_type
+from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
+from spark_windowing.elements import NOKEY, Elements, check_input, column_micros, read_elements
 from spark_windowing.assign import WindowAssigner
-from spark_windowing.errors import OptionError
 from spark_windowing.firing import TriggerDriver
 from spark_windowing.output import Clock, StepOutput, StepResult, late_rows
-from spark_windowing.panes import (KIND_RETRACTION, LATE_FIELDS, LATE_REASON_CLOSED, LATE_REASON_MALFORMED,
+from spark_windowing.panes import (LATE_FIELDS, LATE_REASON_CLOSED, LATE_REASON_MALFORMED,
                                    LATE_REASON_TOO_LATE, pane_schema)
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE
@@ -46,9 +43,6 @@ __all__ = ["WindowedOperator", "StepResult", "EventTimes"]
 
 #: A batch's event times in µs and their validity mask, as ``WindowedOperator.event_times`` gives them.
 EventTimes = tuple[np.ndarray, np.ndarray]
-
-_NOKEY = "__nokey"
-
 
 class WindowedOperator:
     """Event-time windowing with triggers, accumulation modes and retractions.
@@ -61,6 +55,10 @@ class WindowedOperator:
     >>> r = op.step(None, watermark=10_000)
     >>> r.panes.select(["k", "s", "pane_timing"]).to_pylist()
     [{'k': 'a', 's': 3, 'pane_timing': 'ON_TIME'}]
+
+    Long class: the step's phases share the window table, the trigger driver and the assigner it
+    binds; what reads the input (``elements``), assigns (``assign``), fires (``firing``) and buffers
+    (``mixed``) lives in modules of its own, and what is left is the step's order of phases.
     """
 
     def __init__(self, spec: OperatorSpec, input_schema: pa.Schema | None = None) -> None:
@@ -91,41 +89,13 @@ class WindowedOperator:
     def bind(self, schema: pa.Schema) -> None:
         """Resolve columns and types against the upstream schema; raise OptionError."""
         spec = self.spec
-        if spec.join is not None and join.SIDE_COLUMN not in schema.names:
-            raise OptionError("join", spec.join.how, "input built by spark_windowing.join.union (both streams)",
-                              why=f"input columns {schema.names} have no {join.SIDE_COLUMN!r}")
-        for k in spec.key_columns:
-            if field_type(schema, k) is None:
-                raise OptionError("keyColumns", ",".join(spec.key_columns), f"columns of {schema.names}",
-                                  why=f"no column {k!r}")
-        if spec.timestamp_column is not None:
-            t = field_type(schema, spec.timestamp_column)
-            if t is None:
-                raise OptionError("timestampColumn", spec.timestamp_column, f"a column of {schema.names}",
-                                  why="no such column")
-            if not (pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_integer(t)
-                    or pa.types.is_floating(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
-                    or pa.types.is_null(t)):
-                raise OptionError("timestampColumn", spec.timestamp_column,
-                                  "a timestamp, date, ISO-8601 string, or numeric epoch column with timestampUnit",
-                                  why=f"column has type {t}")
-        if spec.window.inherit:
-            for name in (spec.window.start_column, spec.window.end_column):
-                t = field_type(schema, name)
-                if t is None or not (pa.types.is_timestamp(t) or pa.types.is_integer(t) or pa.types.is_null(t)):
-                    raise OptionError("window", "inherit", "inherit over input with timestamp columns "
-                                      "window_start and window_end (e.g. the pane rows of another windowed query)",
-                                      why=f"column {name!r} is {'missing' if t is None else t}")
-        gap_col = getattr(spec.window, "gap_column", None)
-        if gap_col is not None and field_type(schema, gap_col) is None:
-            raise OptionError("window", spec.window.spec(), f"gapColumn naming a column of {schema.names}",
-                              why=f"no column {gap_col!r}")
+        check_input(spec, schema)
         self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor)
         if spec.window.inherit and "kind" in schema.names:
             agg.check_retractable(self.aggs, spec.aggregate_text)
         self.input_schema = schema
         key_fields = self.key_fields()
-        key_schema = pa.schema(key_fields) if key_fields else pa.schema([pa.field(_NOKEY, pa.int8())])
+        key_schema = pa.schema(key_fields) if key_fields else pa.schema([pa.field(NOKEY, pa.int8())])
         self.table = WindowTable(window_layout(spec, self.aggs, len(self.aggregate_fields())), key_schema,
                                  self._fresh_objects)
         self.table.next_rid = self._next_rid
@@ -251,28 +221,11 @@ class WindowedOperator:
         return self._assign_and_fold(el, out)
 
     def _valid_elements(self, events: pa.Table, out: StepOutput, event_times: EventTimes | None = None
-                        ) -> "_Elements":
-        """The batch's elements with a time, key (and gap, inherited window) that parse; the
-        others go to the late output as ``malformed``."""
-        spec = self.spec
-        if event_times is None:
-            ts, valid = self.event_times(events)
-        else:
-            ts, valid = event_times[0], event_times[1].copy()  # the caller's mask stays as it was
-        gap = None
-        gap_col = getattr(spec.window, "gap_column", None)
-        if gap_col is not None:
-            gap, gap_ok = self._gaps(events, gap_col)
-            valid &= gap_ok
-        key_table = self._key_table(events)
-        for name in key_table.column_names:
-            valid &= ~np.asarray(key_table.column(name).is_null().to_numpy(zero_copy_only=False))
-        el = _Elements(events, key_table, ts, gap)
-        if spec.window.inherit:
-            el.iws, ok_s = self.column_micros(events, spec.window.start_column)
-            el.iwe, ok_e = self.column_micros(events, spec.window.end_column)
-            valid &= ok_s & ok_e & (el.iwe > el.iws)
-            el.retract = self._retracted(events)
+                        ) -> Elements:
+        """The batch's elements that parse (``elements.read_elements``); the others go to the
+        late output as ``malformed``."""
+        el, valid = read_elements(self.spec, self.key_fields(), events, event_times)
+        if el.retract is not None:
             agg.check_no_retractions(self.aggs, el.retract & valid)
         if not valid.all():
             out.late(self._late_rows(events.filter(pa.array(~valid)), LATE_REASON_MALFORMED, None, None),
@@ -280,7 +233,7 @@ class WindowedOperator:
             el = el.select(valid)
         return el
 
-    def _assign_and_fold(self, el: "_Elements", out: StepOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _assign_and_fold(self, el: Elements, out: StepOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Assign windows (too-late and closed pairs to the late output) and fold the pairs in."""
         spec, assigner = self.spec, self.assigner
         assert assigner is not None
@@ -358,14 +311,6 @@ class WindowedOperator:
     def _add_buckets(self, events: pa.Table, key_table: pa.Table, ts: np.ndarray) -> tuple[np.ndarray, dict]:
         return self.assigner.add_buckets(events, key_table, ts, self.clock)
 
-    def _retracted(self, events: pa.Table) -> np.ndarray:
-        """Input rows that take back an earlier row (``kind = 'RETRACTION'``), for window=inherit."""
-        if "kind" not in events.column_names:
-            return np.zeros(events.num_rows, dtype=bool)
-        col = events.column("kind")
-        return np.asarray(pc.fill_null(pc.equal(col.cast(pa.string()), KIND_RETRACTION), False)
-                          .to_numpy(zero_copy_only=False), dtype=bool)
-
     def _drop_pairs(self, mask, reason, events, idx, ws, we, out: StepOutput) -> None:
         """Send the (element, window) pairs in ``mask`` to the late output with ``reason``."""
         sel = np.flatnonzero(mask)
@@ -378,25 +323,7 @@ class WindowedOperator:
     def column_micros(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
         """A time column (timestamp, date, ISO string, or numeric epoch in ``timestampUnit``,
         default ms) as µs, with a validity mask."""
-        return to_micros(get_column(events, name), self.spec.timestamp_unit)
-
-    def _gaps(self, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:
-        col = get_column(events, name)
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
-        if pa.types.is_duration(col.type):
-            us = col.cast(pa.duration("us")).cast(pa.int64())
-        else:
-            factor = UNIT_FACTORS[self.spec.timestamp_unit or "ms"]
-            us = pc.multiply(col.cast(pa.float64()), float(factor)).cast(pa.int64(), safe=False)
-        g = us.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-        return g, g > 0
-
-    def _key_table(self, events: pa.Table) -> pa.Table:
-        if not self.spec.key_columns:
-            return pa.table({_NOKEY: pa.array(np.zeros(events.num_rows, dtype=np.int8))})
-        fields = self.key_fields()
-        return pa.table({f.name: get_column(events, f.name).cast(f.type) for f in fields})
+        return column_micros(self.spec, events, name)
 
     # ------------------------------------------------------------------ row management
     def _expire(self) -> int:
@@ -444,26 +371,6 @@ class WindowedOperator:
     def drop_rows(self, drop: np.ndarray) -> None:
         """Remove the windows where ``drop`` is true from memory (they live on in the store)."""
         self.table.keep(~drop)
-
-
-@dataclass
-class _Elements:
-    """A batch's elements as the step reads them: input rows, key columns, event times (µs),
-    session gaps (gapColumn) and, for window=inherit, the inherited bounds and retraction flags."""
-
-    events: pa.Table
-    key_table: pa.Table
-    ts: np.ndarray
-    gap: np.ndarray | None = None
-    iws: np.ndarray | None = None
-    iwe: np.ndarray | None = None
-    retract: np.ndarray | None = None
-
-    def select(self, mask: np.ndarray) -> "_Elements":
-        sel = pa.array(mask)
-        pick = (lambda a: None if a is None else a[mask])
-        return _Elements(self.events.filter(sel), self.key_table.filter(sel), self.ts[mask], pick(self.gap),
-                         pick(self.iws), pick(self.iwe), pick(self.retract))
 
 
 def _rows(table: pa.Table, idx: np.ndarray) -> pa.Table:

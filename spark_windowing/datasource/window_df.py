@@ -100,7 +100,8 @@ from spark_windowing.datasource.tables.late import append_late_rows, create_late
 from spark_windowing.errors import OptionError, WindowingError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore, collect_garbage, manifest_digest, manifest_uri
+from spark_windowing.store import StateStore
+from spark_windowing.segments import collect_garbage, manifest_digest, manifest_uri
 from spark_windowing.watermark import parse_watermark
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ def _run(state: str, root: str, batches: range, store: StateStore | None = None)
             store = StateStore.open(SPEC, local_copies.io_for(state, 0, root), root, b, SCHEMA, buckets=BUCKETS)
         store.step(_events(b), watermark=b * 10 - 30, processing_time=0, batch_seq=b + 1)
         store.persist(b + 1)
-        local_copies.after_snapshot(store.io, b + 1, store.snapshot_files())
+        local_copies.after_snapshot(store.io, b + 1, store.files.snapshot_files())
     return store
 
 
@@ -64,7 +64,7 @@ def test_a_second_worker_reads_the_shard_from_local_copies_and_gets_no_segment(o
     assert local_copies.local_shards(state, 4) == [0]
     assert local_copies.local_shards(state, 3) == []
     kept = {p.name for p in copies.rglob("seg-*")}
-    assert kept == written.snapshot_files()          # older copies were deleted
+    assert kept == written.files.snapshot_files()          # older copies were deleted
 
     mark = object_store.proxy.mark()
     other = _reopen(state, root, 4)                    # another Python worker of the executor
@@ -90,7 +90,7 @@ def test_a_missing_copy_is_fetched_whole_once(object_store, executor_dir):
         p.unlink()
     mark = object_store.proxy.mark()
     other = _reopen(state, root, 3)
-    segments = len(written.snapshot_files())
+    segments = len(written.files.snapshot_files())
     assert other.io.remote_reads == segments
     assert count(object_store.proxy.since(mark), r"/seg-")["GET"] == segments
     mark = object_store.proxy.mark()
@@ -117,7 +117,7 @@ def test_a_corrupt_segment_on_the_store_is_still_an_error(object_store, executor
     state = object_store.uri(f"copies-{uuid.uuid4().hex[:8]}")
     root = f"{state}/state/shard-0"
     written = _run(state, root, range(2))
-    for name in written.snapshot_files():
+    for name in written.files.snapshot_files():
         uri = f"{root}/{name}"
         data = bytearray(storage.read_bytes(uri))
         data[len(data) // 2] ^= 0x55
@@ -148,7 +148,7 @@ def test_a_task_claims_a_shard_whose_state_its_executor_wrote(object_store, exec
     store = StateStore.open(SPEC, local_copies.io_for(state, 2, root), root, 0, SCHEMA, buckets=BUCKETS)
     store.step(_events(0), watermark=0, processing_time=0, batch_seq=5)
     store.persist(5)
-    local_copies.after_snapshot(store.io, 5, store.snapshot_files())
+    local_copies.after_snapshot(store.io, 5, store.files.snapshot_files())
     assert shard_to_run(state, 4, partition=0, start_seq=5, seq=6) == 2
     assert shard_to_run(state, 4, partition=1, start_seq=5, seq=6) == 1   # 2 is taken: its own number
     assert shard_to_run(state, 4, partition=0, start_seq=6, seq=7) == 0   # nothing here as of 6
@@ -161,6 +161,6 @@ def test_reads_of_another_shards_segments_count_as_reads_from_the_store(object_s
     state = object_store.uri(f"copies-{uuid.uuid4().hex[:8]}")
     old = _run(state, f"{state}/state/shard-0", range(2))
     io = local_copies.io_for(state, 1, f"{state}/state/shard-1")
-    name = sorted(old.snapshot_files())[0]
+    name = sorted(old.files.snapshot_files())[0]
     assert io.read_range(f"{state}/state/shard-0/{name}", 0, 4) == storage.read_range(f"{state}/state/shard-0/{name}", 0, 4)
     assert (io.remote_reads, io.local_reads) == (1, 0)

@@ -22,7 +22,8 @@ from spark_windowing.datasource.source import rescale
 from spark_windowing.datasource import storage
 from spark_windowing.errors import OptionError, SnapshotError
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore, manifest_uri
+from spark_windowing.store import StateStore
+from spark_windowing.segments import manifest_uri
 from spark_windowing.datasource.source.sharding import shard_of
 
 MS = 1000

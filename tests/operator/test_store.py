@@ -22,7 +22,8 @@ from spark_windowing.datasource import storage
 from spark_windowing.errors import SnapshotError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore, collect_garbage, manifest_uri
+from spark_windowing.store import StateStore
+from spark_windowing.segments import collect_garbage, manifest_uri
 
 MS = 1000
 WINDOWS = ["tumbling(10 milliseconds)", "sliding(20 milliseconds, 5 milliseconds)", "session(7 milliseconds)",
@@ -242,7 +243,7 @@ def test_garbage_collection_keeps_what_the_manifest_refers_to(tmp_path):
         store.persist(seq)
         collect_garbage(storage, root, seq)
     names = set(os.listdir(root))
-    assert names >= store.referenced_files() and "000000000007.manifest" in names
+    assert names >= store.files.referenced_files() and "000000000007.manifest" in names
     assert not any(n.endswith(".manifest") and n != "000000000007.manifest" for n in names)
     assert len([n for n in names if n.startswith("seg-")]) <= 3
     out = StateStore.open(spec, storage, root, 7, SCHEMA, buckets=4).step(
@@ -320,10 +321,11 @@ def test_segments_written_without_compression_are_read(tmp_path, monkeypatch):
     """A state location written as releases before LZ4 segments and version-2 manifests wrote it
     (plain IPC segments, every state column in them, manifest version 1) restores to the same
     panes."""
+    import spark_windowing.segments as segments_module
     import spark_windowing.store as store_module
     spec = _spec("tumbling(1000 milliseconds)", "", "discarding", 0, "sum(v) AS s")
-    monkeypatch.setattr(store_module, "_SEGMENT_IPC", pa.ipc.IpcWriteOptions(compression=None))
-    monkeypatch.setattr(store_module, "MANIFEST_VERSION", 1)
+    monkeypatch.setattr(segments_module, "_SEGMENT_IPC", pa.ipc.IpcWriteOptions(compression=None))
+    monkeypatch.setattr(segments_module, "MANIFEST_VERSION", 1)
     monkeypatch.setattr(store_module, "constant_columns", lambda op: frozenset())
     plain = StateStore(spec, storage, str(tmp_path), SCHEMA, buckets=4)
     plain.step(pa.table({"k": ["a", "b", "a"], "ts": [1, 2, 3], "v": [1, 2, 3]}, schema=SCHEMA), watermark=0,

@@ -59,7 +59,7 @@ from spark_windowing.errors import OptionError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.panes import TIMESTAMP
 from spark_windowing.process import load_process
-from spark_windowing.store import collect_garbage
+from spark_windowing.segments import collect_garbage
 
 #: Garbage (older snapshots, reports) is collected every this many batches: one listing per shard
 #: per ``GC_EVERY`` batches instead of every batch.
@@ -294,7 +294,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             write_late_rows(cfg, shard, int(end["seq"]), pa.concat_tables(late))
         t_late = time.perf_counter()
         written = store.persist(int(end["seq"]))
-        local_copies.after_snapshot(store.io, int(end["seq"]), store.snapshot_files())
+        local_copies.after_snapshot(store.io, int(end["seq"]), store.files.snapshot_files())
         store.evict()
         keep_open(cfg.state_location, shard, store)
         report = _shard_report(store, events.num_rows, m, written, t0, maxima)

@@ -24,7 +24,8 @@ from spark_windowing.datasource.source import rescale
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.source.affinity import take_open
 from spark_windowing.datasource.options.config import SourceConfig
-from spark_windowing.store import StateStore, manifest_digest, manifest_uri
+from spark_windowing.store import StateStore
+from spark_windowing.segments import manifest_digest, manifest_uri
 
 __all__ = ["open_store", "reload_counts", "CONTINUED", "CAUGHT_UP", "REOPENED"]
 
