@@ -104,7 +104,7 @@ def test_reader_registry_names_the_options_the_reader_parses():
 
 
 def test_sink_and_table_registry_names_the_options_their_parsers_read():
-    sink = (_names_read("spark_windowing/datasource/sink/writer.py", {"SinkOptions.parse"})
+    sink = (_names_read("spark_windowing/datasource/sink/config.py", {"SinkOptions.parse"})
             | _names_read("spark_windowing/datasource/tables/maintenance.py", {"MaintenanceOptions.parse"}))
     assert sink == _registry("sink")
     assert _names_read("spark_windowing/datasource/tables/reader.py", {"TableOptions.parse"}) == _registry("table")

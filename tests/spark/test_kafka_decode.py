@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 
 import fastavro
 
-from spark_windowing.datasource.upstreams.kafka import decode_values
+from spark_windowing.datasource.upstreams.kafka_values import decode_values
 
 AVRO = json.dumps({"type": "record", "name": "click", "fields": [
     {"name": "k", "type": "string"}, {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},

@@ -20,7 +20,9 @@ from deltalake import DeltaTable, QueryBuilder, write_deltalake
 import pane_source
 from spark_windowing.datasource.tables.delta import file_stats
 from spark_windowing.datasource._types import arrow_to_spark_schema
-from spark_windowing.datasource.sink.writer import PaneFilesMessage, PaneStreamWriter, SinkOptions, _BatchCommit
+from spark_windowing.datasource.sink.commit import BatchCommit
+from spark_windowing.datasource.sink.config import PaneFilesMessage, SinkOptions
+from spark_windowing.datasource.sink.writer import PaneStreamWriter
 from pane_source import ARROW_SCHEMA, expected_tables, simulate
 from sink_helpers import TABLE_NAMES, committed_files, data_files, rows, run_pipeline, table_rows
 from spark_windowing.errors import OptionError
@@ -162,7 +164,7 @@ def test_crash_between_table_commits_then_replay(tmp_path):
         writer.commit([_write(writer, _batch_rows(b))], b)
     first = _write(writer, _batch_rows(2))
     # the driver dies right after committing 'triggers' for batch 2
-    _BatchCommit(writer.options, writer.schema, [first], 2, "test-app")._append(
+    BatchCommit(writer.options, writer.schema, [first], 2, "test-app")._append(
         "triggers", [f for f in first.files if f.table == "triggers"])
 
     writer.commit([_write(writer, _batch_rows(2))], 2)      # Spark replays batch 2

@@ -1,0 +1,230 @@
+"""The windowed sink's driver side: the commit of one micro-batch into ``triggers``,
+``retractions`` and ``current`` (the protocol: ``spark_windowing.datasource.sink.writer``)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction
+
+from spark_windowing.datasource.tables import delta
+from spark_windowing.datasource.sink.config import APP_ID_KEY, PaneFilesMessage, SinkOptions, iso_us
+from spark_windowing.datasource.sink.task import distinct, key_window_columns
+from spark_windowing.datasource.tables.delta import CURRENT, RETRACTIONS, STAGING, TRIGGERS, DataFile
+from spark_windowing.datasource.storage.layout import BATCH_ID_KEY
+from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER
+
+@dataclass
+class BatchCommit:
+    """The driver's commit of one micro-batch into the three tables (see the module docstring)."""
+
+    options: SinkOptions
+    schema: pa.Schema
+    messages: Sequence[PaneFilesMessage]
+    batch_id: int
+    app_id: str
+    closing: int | None = None      # allowed lateness (µs): windows past it are final in ``current``
+    metrics: dict[str, dict] = field(default_factory=dict)   # per table: what this batch wrote
+    phases: dict[str, float] = field(default_factory=dict)   # commit phase -> milliseconds
+    _bound: int | None = None       # windows ending at or before this (µs) are closed
+
+    def run(self) -> None:
+        root = self.options.root
+        files = [f for m in self.messages for f in m.files]
+        staged = [p for m in self.messages for p in m.deletes]
+        replayed: dict[str, list[str]] = {}
+        with timed(self.phases, "append"):
+            for table in (TRIGGERS, RETRACTIONS):
+                mine = [f for f in files if f.table == table]
+                if not self._append(table, mine):
+                    replayed[table] = [f.path for f in mine]
+        with timed(self.phases, "merge"):
+            self._bound = self._closed_bound(files)
+            self._merge_current([f.path for f in files if f.table == TRIGGERS], staged)
+        with timed(self.phases, "close"):
+            self._close_windows()
+        with timed(self.phases, "clean"):
+            for table, paths in replayed.items():
+                delta.delete_files(f"{root}/{table}", paths)
+            delta.delete_files(f"{root}/{STAGING}", staged)
+            delta.delete_stale_staging(root, self.batch_id)
+
+    def _open(self, table: str) -> tuple[DeltaTable, bool]:
+        """The table and whether it already holds this batch."""
+        dt = DeltaTable(delta.table_uri(self.options.root, table))
+        done = dt.transaction_version(self.app_id)
+        return dt, done is not None and done >= self.batch_id
+
+    def _commit_properties(self) -> CommitProperties:
+        return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
+                                custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
+                                                 **delta.user_metadata(self.app_id, self.batch_id)})
+
+    def _append(self, table: str, files: Sequence[DataFile]) -> bool:
+        """Commit ``files`` to ``table``; False when the table already holds the batch. No files:
+        nothing to commit, nothing to read (a batch without retractions costs ``retractions``
+        nothing)."""
+        if not files:
+            return True
+        dt, done = self._open(table)
+        if done:
+            return False
+        if files:
+            dt.create_write_transaction([delta.add_action(f) for f in files], mode="append",
+                                        schema=dt.schema(), commit_properties=self._commit_properties())
+            self.metrics[table] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
+                                   "files_removed": 0, "bytes_removed": 0}
+        return True
+
+    def _merge_current(self, trigger_paths: list[str], staged: list[str]) -> None:
+        dt, done = self._open(CURRENT)
+        if done:
+            return
+        deletes = self._retraction_only(trigger_paths, staged)
+        if not trigger_paths and deletes.num_rows == 0:
+            return
+        bucket = delta.current_bucket_seconds(dt)
+        source_schema = pa.schema([f.with_nullable(True) for f in self.schema])
+        if bucket is not None:
+            source_schema = source_schema.append(pa.field(delta.BUCKET_COLUMN, pa.string()))
+        source = pa.RecordBatchReader.from_batches(
+            source_schema, self._source_batches(source_schema, trigger_paths, deletes, bucket))
+        on = " AND ".join(f"t.{_quote(c)} = s.{_quote(c)}" for c in key_window_columns(self.schema))
+        if bucket is not None:  # the partitions that can hold the batch's windows: delta-rs prunes the rest
+            buckets = self._buckets(trigger_paths, deletes, bucket)
+            on += f" AND t.{delta.BUCKET_COLUMN} IN ({', '.join(repr(b) for b in buckets)})"
+        trigger, retraction = f"s.kind = '{KIND_TRIGGER}'", f"s.kind = '{KIND_RETRACTION}'"
+        merged = (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
+                           commit_properties=self._commit_properties())
+                  .when_matched_update_all(predicate=trigger)
+                  .when_matched_delete(predicate=retraction)
+                  .when_not_matched_insert_all(predicate=trigger)
+                  .execute())
+        self.metrics[CURRENT] = {**delta.commit_sizes(delta.table_uri(self.options.root, CURRENT), dt.version()),
+                                 "rows_copied": merged.get("num_target_rows_copied", 0),
+                                 "files_scanned": merged.get("num_target_files_scanned", 0)}
+
+    def _closed_bound(self, files: Sequence[DataFile]) -> int | None:
+        """Windows ending at or before the batch's watermark minus the allowed lateness are closed:
+        no pane can follow (the operator drops their state and sends later events to the late
+        output). The watermark is the one the batch's pane rows carry."""
+        if self.closing is None:
+            return None
+        marks = [pc.max(b.column(0)) for f in files
+                 for b in delta.read_files(self.options.root, f.table, [f.path], columns=["watermark"])]
+        values = [pc.cast(m, pa.int64()).as_py() for m in marks if m.is_valid]
+        return max(values) - self.closing if values else None
+
+    def _close_windows(self) -> None:
+        """Mark ``is_final`` in ``current`` for windows the watermark closed (the pane log is not
+        touched: a window that expires with nothing new fires no pane). Idempotent; no commit
+        when nothing changes."""
+        root = self.options.root
+        before = _CLOSED_THROUGH.get(root)
+        if self._bound is None or (before is not None and self._bound <= before):
+            return
+        dt = DeltaTable(delta.table_uri(root, CURRENT))
+        predicate = f"is_final = false AND window_end <= '{iso_us(self._bound)}'"
+        if before is not None:
+            predicate += f" AND window_end > '{iso_us(before)}'"
+        bucket = delta.current_bucket_seconds(dt)
+        if bucket is not None:  # partition pruning: only the buckets the bound moved through
+            predicate += f" AND {delta.BUCKET_COLUMN} <= '{_bucket_of(self._bound, bucket)}'"
+            if before is not None:
+                predicate += f" AND {delta.BUCKET_COLUMN} >= '{_bucket_of(before, bucket)}'"
+        updated = dt.update(updates={"is_final": "true"}, predicate=predicate, commit_properties=CommitProperties(
+            custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
+                             **delta.user_metadata(self.app_id, self.batch_id)}))
+        _CLOSED_THROUGH[root] = self._bound
+        if updated.get("num_updated_rows"):
+            self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
+
+    def _buckets(self, trigger_paths: list[str], deletes: pa.Table, seconds: int) -> list[str]:
+        """The distinct ``window_end_bucket`` values of the batch's panes (read: window_end only)."""
+        ends = [b.column(0) for b in delta.read_files(self.options.root, TRIGGERS, trigger_paths,
+                                                      columns=["window_end"])]
+        ends += deletes.column("window_end").chunks
+        values: set[str] = set()
+        for end in ends:
+            values.update(pc.unique(delta.window_end_buckets(end, seconds)).to_pylist())
+        return sorted(values)
+
+    def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
+                        deletes: pa.Table, bucket: int | None) -> Iterator[pa.RecordBatch]:
+        for batch in delta.read_files(self.options.root, TRIGGERS, trigger_paths):
+            yield _with_bucket(_closed(batch, self._bound), bucket).cast(schema)
+        for batch in deletes.to_batches():
+            n = batch.num_rows
+            columns = [batch.column(f.name) if f.name in deletes.column_names
+                       else pa.array([KIND_RETRACTION] * n, f.type) if f.name == "kind"
+                       else delta.window_end_buckets(batch.column("window_end"), bucket)
+                       if f.name == delta.BUCKET_COLUMN
+                       else pa.nulls(n, f.type) for f in schema]
+            yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def _retraction_only(self, trigger_paths: list[str], staged: list[str]) -> pa.Table:
+        """The staged retraction-only key+windows that have no TRIGGER in any task of the batch.
+
+        Each task already dropped those with a trigger in the same task; here the batch's trigger
+        files are streamed (key columns only) to drop those with a trigger in another task.
+        Memory: the staged key+windows, one record batch of trigger keys at a time.
+        """
+        columns = key_window_columns(self.schema)
+        key_schema = pa.schema([self.schema.field(c) for c in columns])
+        staged_batches = list(delta.read_files(self.options.root, STAGING, staged))
+        if not staged_batches:
+            return key_schema.empty_table()
+        candidates = distinct(staged_batches, columns, self.schema, check_unique=False)
+        for batch in delta.read_files(self.options.root, TRIGGERS, trigger_paths, columns=columns):
+            candidates = candidates.join(pa.Table.from_batches([batch]), keys=columns, join_type="left anti")
+            if candidates.num_rows == 0:
+                break
+        return candidates
+
+
+#: Per sink path, the bound (µs) through which this process has marked ``current``'s windows
+#: final. Every window ending at or before it is final in the table: the UPDATE marked those there
+#: then, and every later MERGE marks its own rows against a bound at least as high (the watermark
+#: never goes back). So the next UPDATE looks only at windows ending after it, in the buckets the
+#: bound moved through, and a batch whose bound did not move makes none. A new process (a restart,
+#: a replay) starts without it and makes one full UPDATE.
+_CLOSED_THROUGH: dict[str, int] = {}
+
+
+def _bucket_of(us: int, seconds: int) -> str:
+    end = pa.array([us], pa.int64()).cast(pa.timestamp("us", tz="UTC"))
+    return delta.window_end_buckets(end, seconds)[0].as_py()
+
+
+@contextmanager
+def timed(phases: dict[str, float], name: str) -> Iterator[None]:
+    """Add the wall time of the block to ``phases[name]`` (milliseconds)."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        phases[name] = round(phases.get(name, 0.0) + (time.perf_counter() - started) * 1000, 1)
+
+
+def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:
+    """``batch`` with ``is_final`` set where the window is closed (ends at or before ``bound``)."""
+    if bound is None:
+        return batch
+    ends = pc.cast(batch.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
+    final = pc.or_(batch.column("is_final"), pc.less_equal(ends, bound))
+    return batch.set_column(batch.schema.get_field_index("is_final"), batch.schema.field("is_final"), final)
+
+
+def _with_bucket(batch: pa.RecordBatch, seconds: int | None) -> pa.RecordBatch:
+    if seconds is None:
+        return batch
+    return batch.append_column(delta.BUCKET_COLUMN, delta.window_end_buckets(batch.column("window_end"), seconds))
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
