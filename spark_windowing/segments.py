@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from spark_windowing._time import MAX_TIME
 from spark_windowing.errors import SnapshotError
+from spark_windowing.state_codec import check_fingerprint
 
 MANIFEST_MAGIC = b"SWMANIF\x01"
 MANIFEST_VERSION = 2
@@ -90,6 +91,17 @@ class SegmentFiles:
         self.pending_bytes, self._part, self._part_seq, self._attempt = 0, 0, None, ""
 
     # ------------------------------------------------------------------ the manifest
+    def load_manifest(self, blob: bytes, uri: str, spec: Any) -> tuple[dict, str]:
+        """The manifest ``blob`` (at ``uri``) and its SHA-256, checked to be written under ``spec``
+        (its fingerprint) with this store's bucket count; its buckets are adopted."""
+        m, digest = decode_manifest(blob, uri)
+        check_fingerprint(m["fingerprint"], spec, uri)
+        if m["buckets_n"] != self.n_buckets:
+            raise SnapshotError(f"{uri}: state was written with {m['buckets_n']} key buckets, this query uses "
+                                f"{self.n_buckets}; keep stateBuckets unchanged for a state location")
+        self.adopt(m)
+        return m, digest
+
     def adopt(self, m: dict) -> None:
         """Take the bucket locations, summaries and omitted columns of manifest ``m``."""
         self.extra_loc = list(m["extra"]) if m.get("extra") else None

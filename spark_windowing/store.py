@@ -56,8 +56,8 @@ from spark_windowing._time import MAX_TIME
 from spark_windowing.errors import SnapshotError
 from spark_windowing.operator import EventTimes, StepResult, WindowedOperator
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.segments import SegmentFiles, checksum, decode_manifest, manifest_uri, write_buckets
-from spark_windowing.state_codec import (check_fingerprint, column_kinds, constant_columns, extra_state,
+from spark_windowing.segments import SegmentFiles, checksum, manifest_uri, write_buckets
+from spark_windowing.state_codec import (column_kinds, constant_columns, extra_state,
                                          restore_extra, restore_scalars, rows_to_table, scalars, table_to_cols)
 
 class StateStore:
@@ -68,7 +68,7 @@ class StateStore:
         self.spec = spec
         self.n_buckets, self.max_rows, self.max_files = int(buckets), int(max_rows), int(max_files)
         self.files = SegmentFiles(io, root, self.n_buckets)
-        self.io, self.root = self.files.io, self.files.root
+        self.root = self.files.root
         self.summary = self.files.summary   # the same array: the files update it in place
         self.op = WindowedOperator(spec, input_schema)
         self.resident = np.ones(self.n_buckets, dtype=bool)   # a fresh store has everything in memory
@@ -77,6 +77,9 @@ class StateStore:
         self.manifest_digest: str | None = None
         self.bytes_written = 0
         self._schema: pa.Schema | None = None
+
+    #: storage (``SegmentFiles.io``), replaceable: a later micro-batch may bring its own handle
+    io = property(lambda self: self.files.io, lambda self, io: setattr(self.files, "io", io))
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -120,11 +123,7 @@ class StateStore:
         return int((was_resident & ~keep).sum())
 
     def _load_manifest(self, blob: bytes, uri: str) -> None:
-        m, digest = decode_manifest(blob, uri)
-        check_fingerprint(m["fingerprint"], self.spec, uri)
-        if m["buckets_n"] != self.n_buckets:
-            raise SnapshotError(f"{uri}: state was written with {m['buckets_n']} key buckets, this query uses "
-                                f"{self.n_buckets}; keep stateBuckets unchanged for a state location")
+        m, digest = self.files.load_manifest(blob, uri, self.spec)
         op = self.op
         restore_scalars(op, m)
         if m["schema"] is not None:
@@ -132,7 +131,6 @@ class StateStore:
             if not op.bound or not op.input_schema.equals(schema):
                 op = self.op = WindowedOperator(self.spec, schema)
                 restore_scalars(op, m)
-        self.files.adopt(m)
         if m.get("extra"):
             name, off, length, sha = m["extra"]
             restore_extra(op, pickle.loads(self.files.read(f"{self.root}/{name}", off, length, sha, "operator extras")))
@@ -244,10 +242,8 @@ class StateStore:
 
     def next_timers(self) -> tuple[int, int]:
         ev, pt = self.op.next_timers()
-        out = ~self.resident
-        ev = min(ev, int(self.summary[out, 3].min(initial=MAX_TIME)))
-        pt = min(pt, int(self.summary[out, 2].min(initial=MAX_TIME)))
-        return ev, pt
+        out = self.summary[~self.resident]   # buckets out of memory: their persisted timers
+        return min(ev, int(out[:, 3].min(initial=MAX_TIME))), min(pt, int(out[:, 2].min(initial=MAX_TIME)))
 
     # ------------------------------------------------------------------ loading and spilling
     def _load(self, buckets: np.ndarray) -> None:

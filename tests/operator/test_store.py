@@ -364,3 +364,29 @@ def test_constant_state_columns_are_left_out_of_segments_and_restored(tmp_path):
     assert "pidx" not in set().union(*map(set, second.values()))  # early panes fired: written
     out = store.step(None, watermark=100_000, processing_time=0, batch_seq=3)
     assert out.panes.to_pylist() == plain.step(None, watermark=100_000, processing_time=0, batch_seq=3).panes.to_pylist()
+
+
+def test_a_stores_storage_handle_can_be_replaced(tmp_path):
+    """``window(df)`` keeps a shard's store open across micro-batches and hands it each batch's
+    own storage handle (``store.io = ...``): what the store writes next goes through the new one."""
+    class Recording:
+        def __init__(self):
+            self.written = []
+
+        def __getattr__(self, name):
+            return getattr(storage, name)
+
+        def write_atomic(self, uri, data, *, durable=True):
+            self.written.append(uri)
+            storage.write_atomic(uri, data, durable=durable)
+
+    spec = _spec("tumbling(1000 milliseconds)", "", "discarding", 0, "sum(v) AS s")
+    first, second = Recording(), Recording()
+    store = StateStore(spec, first, str(tmp_path), SCHEMA, buckets=4)
+    store.step(pa.table({"k": ["a"], "ts": [1], "v": [1]}, schema=SCHEMA), watermark=0, processing_time=0, batch_seq=1)
+    store.persist(1)
+    store.io = second
+    store.step(pa.table({"k": ["b"], "ts": [2], "v": [2]}, schema=SCHEMA), watermark=0, processing_time=0, batch_seq=2)
+    store.persist(2)
+    assert store.io is second and first.written and second.written
+    assert manifest_uri(str(tmp_path), 2) in second.written and manifest_uri(str(tmp_path), 2) not in first.written
