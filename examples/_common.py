@@ -298,7 +298,7 @@ def run_to_end(panes: "DataFrame", out: Outputs, *, query_name: str, spark: "Spa
                  .option("path", out.panes).option("checkpointLocation", out.checkpoint)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
-        printer.finished.wait(timeout=10)   # the listener bus is asynchronous: let it catch up
+        printer.finished.wait(timeout=60)   # the listener bus is asynchronous: let it catch up (at once when it has)
     finally:
         spark.streams.removeListener(listener)
     return time.monotonic() - started

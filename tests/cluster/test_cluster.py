@@ -131,7 +131,9 @@ def clean(object_store, cluster, upstream, tmp_path_factory):
     """The uninterrupted run, and the object-store requests of each of its micro-batches."""
     tmp = tmp_path_factory.mktemp("clean")
     mark = object_store.proxy.mark()
-    out = _run(_config(object_store, cluster, upstream, "clean", tmp), tmp, "clean")
+    # claimWait well above a loaded machine's task time: whether a slot gets to wait for the
+    # executor that holds a shard must not depend on how fast that executor's task starts
+    out = _run(_config(object_store, cluster, upstream, "clean", tmp, claimWait="20 seconds"), tmp, "clean")
     requests = object_store.proxy.since(mark, "cluster/clean/state/")
     content = _content(object_store, "clean")
     assert len(content["triggers"]) > 30 and content["retractions"] and content["late"]
@@ -168,8 +170,9 @@ def test_requests_per_micro_batch_follow_the_shards(clean):
     # the driver lists each batch's reports once; garbage collection lists once per shard (one round)
     claim_lists = count(clean["requests"], r"/claims/")["LIST"]
     assert totals["LIST"] - claim_lists <= len(batches) + 1 + SHARDS + 2
-    # a spare slot lists the claims once (all taken: it runs nothing); a waiting one every 0.1 s
-    assert SHARDS * len(batches) <= claim_lists <= 2 * SHARDS * len(batches) * 5, claim_lists
+    # a spare slot lists the claims at least once (all taken: it runs nothing); a waiting one every
+    # 0.1 s, so how often depends on how long it waits: no upper bound holds at every speed
+    assert SHARDS * len(batches) <= claim_lists, claim_lists
     assert totals["GET"] + totals["HEAD"] <= len(batches) * SHARDS * 8
     report_reads = count(clean["requests"], r"/reports/")
     assert report_reads["GET"] + report_reads["HEAD"] == 0, report_reads  # the names carry what the driver reads

@@ -198,7 +198,12 @@ def test_stream2_options_are_its_own(tmp_path):
 
 def test_left_join_with_a_silent_second_stream_fires_after_the_idle_timeout(spark, tmp_path):
     """Stream 2 has no events at all: with watermarkIdleTimeout it stops holding the merged
-    watermark back, so the left join's windows close on stream 1's watermark alone."""
+    watermark back, so the left join's windows close on stream 1's watermark alone.
+
+    What must hold at any speed: both windows ``[0, 4)`` fire, with nothing of stream 2. Whether
+    ``a [8, 12)`` fires too depends on the wall clock (the same timeout also lets stream 1's own
+    quiet watermark advance with the processing time that passes, 3 s of it close that window),
+    so it is allowed, with its own contents, but not required."""
     b1 = [[("a", T0 + SEC, 5, 1), ("b", T0 + 2 * SEC, 7, 2)], [("a", T0 + 9 * SEC, 1, 3)]]
     _write(tmp_path / "s1", b1, SCHEMA1)
     (tmp_path / "s2").mkdir()
@@ -216,8 +221,10 @@ def test_left_join_with_a_silent_second_stream_fires_after_the_idle_timeout(spar
          .trigger(availableNow=True).start())
     q.awaitTermination(240)
     assert q.exception() is None
-    got = sorted((r["k"], r["ids1"], r["ids2"], r["n2"]) for r in spark.table(name).collect())
-    assert got == [("a", [1], [], 0), ("b", [2], [], 0)]
+    got = sorted((r["window_start"], r["k"], r["ids1"], r["ids2"], r["n2"]) for r in spark.table(name).collect())
+    first = [g[1:] for g in got if g[0] == got[0][0]]
+    assert first == [("a", [1], [], 0), ("b", [2], [], 0)]
+    assert [g[1:] for g in got if g[0] != got[0][0]] in ([], [("a", [3], [], 0)])
     assert all(end["wm2"] == MIN_TIME for _, end in offsets(chk))
 
 
