@@ -4,8 +4,11 @@ its elements.
 An element is an input row with an event time, a key and, where the window needs them, a session
 gap (``gapColumn``) or the window it already belongs to (``window=inherit``: the pane rows of
 another windowed query, whose ``RETRACTION`` rows take back an earlier row). A row whose time,
-key, gap or inherited window cannot be read is not an element: ``read_elements`` marks it invalid
-and the operator sends it to the late output as ``malformed``.
+key, gap or inherited window cannot be read, or that its upstream could not read at all (its
+``_corrupt_record`` is set), is not an element: ``read_elements`` marks it invalid and the
+operator sends it to the late output as ``malformed``. An element whose time is more than
+``maxEventTimeAhead`` ahead of the processing time (a device with a wrong clock) goes there as
+``future`` (``future_mask``): it neither enters a window nor moves a watermark.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ import pyarrow.compute as pc
 
 from spark_windowing import join
 from spark_windowing._arrow import field_type, get_column, to_micros
-from spark_windowing._time import UNIT_FACTORS
+from spark_windowing._time import MIN_TIME, UNIT_FACTORS
 from spark_windowing.errors import OptionError
-from spark_windowing.panes import KIND_RETRACTION
+from spark_windowing.panes import CORRUPT_RECORD, KIND_RETRACTION
 from spark_windowing.spec import OperatorSpec
 
 #: The key column of a query without key columns (every element has the one key 0).
@@ -98,6 +101,7 @@ def read_elements(spec: OperatorSpec, key_fields: list[pa.Field], events: pa.Tab
     keys = key_table(spec, key_fields, events)
     for name in keys.column_names:
         valid &= ~np.asarray(keys.column(name).is_null().to_numpy(zero_copy_only=False))
+    valid &= ~corrupt_mask(events)
     el = Elements(events, keys, ts, gap)
     if spec.window.inherit:
         el.iws, ok_s = column_micros(spec, events, spec.window.start_column)
@@ -105,6 +109,21 @@ def read_elements(spec: OperatorSpec, key_fields: list[pa.Field], events: pa.Tab
         valid &= ok_s & ok_e & (el.iwe > el.iws)
         el.retract = _retracted(events)
     return el, valid
+
+
+def corrupt_mask(events: pa.Table) -> np.ndarray:
+    """The rows an upstream could not read (``_corrupt_record`` set; ``spark_windowing.panes``)."""
+    if CORRUPT_RECORD not in events.column_names:
+        return np.zeros(events.num_rows, dtype=bool)
+    return np.asarray(events.column(CORRUPT_RECORD).is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def future_mask(spec: OperatorSpec, ts: np.ndarray, processing_time: int) -> np.ndarray:
+    """The events whose time is more than ``spec.max_time_ahead`` ahead of ``processing_time``
+    (all false without a bound, or before any processing time is known)."""
+    if spec.max_time_ahead is None or processing_time <= MIN_TIME:
+        return np.zeros(len(ts), dtype=bool)
+    return ts > processing_time + spec.max_time_ahead
 
 
 def column_micros(spec: OperatorSpec, events: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray]:

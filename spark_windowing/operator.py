@@ -29,11 +29,11 @@ from spark_windowing import join
 from spark_windowing import buffered, mixed
 from spark_windowing._arrow import field_type
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
-from spark_windowing.elements import NOKEY, Elements, check_input, column_micros, read_elements
+from spark_windowing.elements import NOKEY, Elements, check_input, column_micros, future_mask, read_elements
 from spark_windowing.assign import WindowAssigner
 from spark_windowing.firing import TriggerDriver
 from spark_windowing.output import Clock, StepOutput, StepResult, late_rows
-from spark_windowing.panes import (LATE_FIELDS, LATE_REASON_CLOSED, LATE_REASON_MALFORMED,
+from spark_windowing.panes import (LATE_FIELDS, LATE_REASON_CLOSED, LATE_REASON_FUTURE, LATE_REASON_MALFORMED,
                                    LATE_REASON_TOO_LATE, pane_schema)
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.triggers import NONE
@@ -222,8 +222,8 @@ class WindowedOperator:
 
     def _valid_elements(self, events: pa.Table, out: StepOutput, event_times: EventTimes | None = None
                         ) -> Elements:
-        """The batch's elements that parse (``elements.read_elements``); the others go to the
-        late output as ``malformed``."""
+        """The batch's elements that parse (``elements.read_elements``) and are not too far ahead
+        of the processing time; the others go to the late output as ``malformed`` / ``future``."""
         el, valid = read_elements(self.spec, self.key_fields(), events, event_times)
         if el.retract is not None:
             agg.check_no_retractions(self.aggs, el.retract & valid)
@@ -231,6 +231,11 @@ class WindowedOperator:
             out.late(self._late_rows(events.filter(pa.array(~valid)), LATE_REASON_MALFORMED, None, None),
                      LATE_REASON_MALFORMED)
             el = el.select(valid)
+        future = future_mask(self.spec, el.ts, self.proc)
+        if future.any():
+            out.late(self._late_rows(el.events.filter(pa.array(future)), LATE_REASON_FUTURE, None, None),
+                     LATE_REASON_FUTURE)
+            el = el.select(~future)
         return el
 
     def _assign_and_fold(self, el: Elements, out: StepOutput) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

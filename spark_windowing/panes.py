@@ -51,6 +51,13 @@ METADATA_FIELDS: tuple[pa.Field, ...] = (
 LATE_REASON_MALFORMED = "malformed"      # null/unparseable timestamp or null key
 LATE_REASON_TOO_LATE = "too_late"        # window end + allowed lateness <= watermark
 LATE_REASON_CLOSED = "closed"            # the window's trigger had finished
+LATE_REASON_FUTURE = "future"            # event time further ahead of processing time than maxEventTimeAhead
+
+#: An input column an upstream fills for a row it could not read (the row's raw text; its other
+#: columns are null): the operator sends such a row to the late output as ``malformed``. Spark's
+#: name for it (``columnNameOfCorruptRecord``). ``ORIGIN``: where that row came from (file:line).
+CORRUPT_RECORD = "_corrupt_record"
+ORIGIN = "_origin"
 
 LATE_FIELDS: tuple[pa.Field, ...] = (
     pa.field("reason", pa.string(), nullable=False),

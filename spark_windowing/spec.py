@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from spark_windowing._parse import parse_bool
-from spark_windowing._time import UNIT_FACTORS, parse_duration
+from spark_windowing._time import DURATION_FORMS, UNIT_FACTORS, parse_duration
 from spark_windowing.aggregates import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
 from spark_windowing.process import Evictor, check_target, load_process, parse_evictor
@@ -97,6 +97,10 @@ class OperatorSpec:
     fire_only_updated_panes: bool = False
     evictor: Evictor | None = None   # with a process function (``spark_windowing.process``)
     join: JoinSpec | None = None  # a second stream merged per key and window (spark_windowing.join)
+    #: µs an event's time may be ahead of the processing time; events further ahead go to the late
+    #: output as ``future`` and never move a watermark (None: no bound). Not part of the
+    #: fingerprint: it decides which events enter, not the shape of state.
+    max_time_ahead: int | None = None
 
     @classmethod
     def from_options(cls, *, window: str, aggregate: str | None = None, process: str | None = None,
@@ -106,12 +110,14 @@ class OperatorSpec:
                      allowed_lateness: str = "0 seconds", timestamp_combiner: str = "end_of_window",
                      fire_only_updated_panes: object = False, join: str | None = None,
                      aggregate2: str | None = None, key_columns2: str | Iterable[str] | None = None,
-                     timestamp_column2: str | None = None) -> "OperatorSpec":
+                     timestamp_column2: str | None = None, max_event_time_ahead: str | None = None
+                     ) -> "OperatorSpec":
         """Build from option strings (Spark option names in snake_case); raise OptionError.
         Exactly one of ``aggregate`` and ``process`` (a process function is imported here, so
         a missing one fails now); ``evictor`` only with ``process``. ``join`` (``inner``,
         ``left``, ``outer``, ``cogroup``) merges a second stream; its ``aggregate2``,
-        ``key_columns2`` and ``timestamp_column2`` default to the first's."""
+        ``key_columns2`` and ``timestamp_column2`` default to the first's. ``max_event_time_ahead``:
+        a duration, or ``off`` / None for no bound."""
         aggregates, aggregate_text, ev = _aggregates_or_process(aggregate, process, evictor)
         w = parse_window(window)
         if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.mixed)
@@ -141,6 +147,7 @@ class OperatorSpec:
             allowed_lateness=parse_duration(allowed_lateness, option="allowedLateness"),
             timestamp_combiner=_choice("timestampCombiner", timestamp_combiner, TIMESTAMP_COMBINERS),
             fire_only_updated_panes=parse_bool("fireOnlyUpdatedPanes", fire_only_updated_panes),
+            max_time_ahead=_time_ahead(max_event_time_ahead),
         )
 
     @property
@@ -178,3 +185,13 @@ class OperatorSpec:
         if self.join is not None:
             out["join"] = self.join.describe()
         return out
+
+
+def _time_ahead(raw: str | None) -> int | None:
+    """``maxEventTimeAhead``: a positive duration, or ``off`` (no bound)."""
+    if raw is None or str(raw).strip().lower() in ("", "off", "none"):
+        return None
+    try:
+        return parse_duration(str(raw), option="maxEventTimeAhead", allow_zero=False)
+    except OptionError:
+        raise OptionError("maxEventTimeAhead", raw, f"{DURATION_FORMS} (more than 0), or off (no bound)") from None

@@ -61,7 +61,7 @@ _COUNT_FIELDS = ("events_in", "panes_trigger", "panes_retraction", "late_dropped
 _PHASE_FIELDS = ("read_ms", "step_ms", "snapshot_ms")
 #: Counts only some reports have, 0 when absent: Kafka's skipped offsets, and state reloads
 #: (absent in reports of earlier releases).
-_OPTIONAL_COUNT_FIELDS = ("skipped_offsets", "state_reloads", "local_reloads", "state_catch_ups")
+_OPTIONAL_COUNT_FIELDS = ("skipped_offsets", "state_reloads", "local_reloads", "state_catch_ups", "future")
 
 Sink = Callable[[str], Any]
 
@@ -98,6 +98,8 @@ class BatchReport:
     #: shards that read their state back, but from their executor's local copies of an object
     #: store's segments (``local_copies``), reading nothing from ``stateLocation``
     local_reloads: int = 0
+    #: events further ahead of the batch time than ``maxEventTimeAhead`` (late reason ``future``)
+    future: int = 0
     #: shards whose Python worker held an older copy of their state and read back only the key
     #: buckets written since (``StateStore.catch_up``)
     state_catch_ups: int = 0
@@ -145,7 +147,7 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
     '[clicks] batch 12 | events 10,000 | panes 812 (trigger 790, retraction 22) | late 3 (malformed 1) | watermark 2026-11-21T12:00:05Z | state 1,204 windows / 2.1 MB | 640 ms'
 
     ``report=None`` gives a line saying the report is missing (``missing``: where it was looked
-    for). ``late`` is ``late_dropped``; ``malformed`` is shown when non-zero, and so are the Kafka
+    for). ``late`` is ``late_dropped``; ``malformed`` and ``future`` are shown when non-zero, and so are the Kafka
     offsets skipped because retention deleted them first (``failOnDataLoss=false``).
     """
     head = f"[{query_name}] batch {batch_id}" if query_name else f"batch {batch_id}"
@@ -154,8 +156,9 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
         where = f" at {missing}" if missing else ""
         return " | ".join([head, f"windowed report missing{where}", *tail])
     late = f"late {report.late_dropped:,}"
-    if report.malformed:
-        late += f" (malformed {report.malformed:,})"
+    reasons = [f"{name} {n:,}" for name, n in (("malformed", report.malformed), ("future", report.future)) if n]
+    if reasons:
+        late += f" ({', '.join(reasons)})"
     return " | ".join([
         head,
         f"events {report.events_in:,}",

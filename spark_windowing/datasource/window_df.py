@@ -113,7 +113,7 @@ __all__ = ["window", "WINDOW_OPTIONS"]
 WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process", "evictor", "keycolumns",
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
-                  "statebuckets", "statememoryrows", "queryname")
+                  "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead")
 #: The documented spelling of each option (docs/options.md's registry), for error messages.
 _SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
@@ -230,7 +230,13 @@ def _with_watermark(df: "DataFrame", wm: Any, spec: OperatorSpec, in_schema: pa.
         raise OptionError("watermark", f"column({wm_col})", f"column(<a column of {in_schema.names}>)",
                           why="no such column")
     delay_ms = math.ceil(wm.delay / 1000) if wm.kind == "bounded" else 0
-    return (df.withColumn(WM_COLUMN, _time_expr(wm_col, wm_type, spec.timestamp_unit))
+    wm_time = _time_expr(wm_col, wm_type, spec.timestamp_unit)
+    if spec.max_time_ahead is not None:  # maxEventTimeAhead: an event that far ahead of the batch moves no
+        # watermark (null: Spark's watermark follows the largest non-null time); the step sends it to the
+        # late table as ``future``
+        limit = F.timestamp_micros(F.unix_micros(F.current_timestamp()) + F.lit(spec.max_time_ahead))
+        wm_time = F.when(wm_time <= limit, wm_time)
+    return (df.withColumn(WM_COLUMN, wm_time)
             .withWatermark(WM_COLUMN, f"{delay_ms} milliseconds")
             .withColumn(WM_COLUMN, F.col(WM_COLUMN).cast("long")))  # no marker: Spark drops no row
 

@@ -61,7 +61,7 @@ def test_record_columns_follow_the_value_fields():
     from spark_windowing.datasource.upstreams import upstream_for
     names = upstream_for(cfg).schema().names
     assert names == ["k", "ts", "offset", "key", "topic", "partition", "timestamp", "timestampType",
-                     "headers", "value"]  # the value's own `offset` field wins
+                     "headers", "value", "_corrupt_record"]  # the value's own `offset` field wins
 
 
 def test_broker_down_fails_at_load_within_the_timeout(monkeypatch):

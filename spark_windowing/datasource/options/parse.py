@@ -19,8 +19,11 @@ from spark_windowing.datasource.upstreams import UPSTREAMS
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError, UnknownOptionError
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.watermark import WatermarkStrategy, parse_watermark
+from spark_windowing.watermark import parse_watermark
 
+#: ``maxEventTimeAhead``'s default: no real stream has valid events a day ahead of the clock, while
+#: one event dated years ahead would close every open window (docs/semantics.md, events from the future).
+DEFAULT_MAX_EVENT_TIME_AHEAD = "1 day"
 #: Options of a second stream merged per key and window (spark_windowing.join), besides the
 #: joinable kinds' own options suffixed with 2 (a generated stream 2: ``eventsPerBatch2``, ...).
 _JOIN_OWN = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2", "maxfilespertrigger2",
@@ -35,6 +38,7 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
+    "maxeventtimeahead",
     # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -122,7 +126,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         state_memory_rows=int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
         claim_wait=parse_duration(options.get("claimwait") or "3 seconds", option="claimWait") / 1e6,
         late_maintenance=MaintenanceOptions.parse(options),
-        malformed_events=_malformed_events(options.get("malformedevents")),
+        malformed_events=_choice(options, "malformedEvents", MALFORMED_EVENTS),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 
@@ -154,6 +158,7 @@ def operator_spec(options: dict[str, str], window: str, ts_col: str | None, *, j
         allowed_lateness=options.get("allowedlateness", "0 seconds"),
         timestamp_combiner=options.get("timestampcombiner", "end_of_window"),
         fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"),
+        max_event_time_ahead=options.get("maxeventtimeahead", DEFAULT_MAX_EVENT_TIME_AHEAD),
         join=join, aggregate2=options.get("aggregate2"),
         key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
 
@@ -189,10 +194,12 @@ def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
     return replace(cfg, stream2=stream2)
 
 
-def _malformed_events(raw: str | None) -> str:
+def _choice(options: dict[str, str], name: str, accepted: tuple[str, ...]) -> str:
+    """Option ``name`` as one of ``accepted`` (default the first), case-insensitive."""
+    raw = options.get(name.lower())
     if raw is None or not str(raw).strip():
-        return MALFORMED_EVENTS[0]
+        return accepted[0]
     value = str(raw).strip().lower()
-    if value not in MALFORMED_EVENTS:
-        raise OptionError("malformedEvents", raw, ", ".join(MALFORMED_EVENTS))
+    if value not in accepted:
+        raise OptionError(name, raw, ", ".join(accepted))
     return value

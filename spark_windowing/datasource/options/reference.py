@@ -72,7 +72,11 @@ OPTIONS: tuple[Option, ...] = (
            "what happens to events whose event time cannot be read: `fail-if-all` sends them to the late-data "
            "table (`reason = 'malformed'`) and stops the query after a micro-batch in which none could be read "
            "and none before had one (most likely the wrong `timestampColumn`); `late`: never stop; `fail`: stop "
-           "at the first one (Spark's `FAILFAST`)", "`fail-if-all`"),
+           "at the first one (Spark's `FAILFAST`). Rows the upstream cannot read at all (a JSON or CSV line that "
+           "does not parse or fit the `schema`, a Parquet file cut short, a Kafka value that does not decode) go "
+           "to the late-data table as `malformed` with `_corrupt_record` (their raw text) and `_origin` "
+           "(`file:line`) under `fail-if-all` and `late`, and stop the query only under `fail` "
+           "([semantics](semantics.md#rows-that-cannot-be-read))", "`fail-if-all`"),
     Option("timestampUnit", "reader", "Upstream",
            "`s`, `ms`, `us`: the unit of a numeric `timestampColumn` (and of `column(c)` watermarks); applies "
            "to both streams of a join", "timestamps and ISO-8601 strings need none"),
@@ -150,6 +154,11 @@ OPTIONS: tuple[Option, ...] = (
            "it; with `join`, a stream that has had no event this long after the query's first batch stops "
            "holding the merged watermark back; with `source=kafka`, a partition without records this long "
            "stops holding the source's watermark back", "off"),
+    Option("maxEventTimeAhead", "reader", "Watermark",
+           "duration, or `off`: an event whose time is more than this ahead of the batch's processing time "
+           "(a device with a wrong clock, a year typed as 2099) goes to the late-data table with reason `future` "
+           "and moves no watermark, so one such event cannot close every open window "
+           "([semantics](semantics.md#events-from-the-future))", "`1 day`"),
     # ------------------------------------------------------------------ reader: state, late data
     Option("stateLocation", "reader", "State and late data",
            "URI of the operator state (local path, or `s3://`, `gs://`, `abfss://`, `hdfs://` via "

@@ -20,6 +20,7 @@ from spark_windowing.datasource.tables import pane_spec
 from spark_windowing.datasource.source import rescale
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.errors import OptionError
+from spark_windowing.panes import CORRUPT_RECORD, ORIGIN
 
 #: Accepted event-time columns (the ``timestampColumn`` error's "Accepted:" part).
 TIME_COLUMN_FORMS = ("a timestamp or date column, an ISO-8601 string column (e.g. '2026-01-01T12:00:00Z'), "
@@ -72,7 +73,16 @@ def check_malformed(cfg: SourceConfig, start: dict, reports: list[dict], max_eve
     time, when no event before had one (``fail-if-all``: the event-time column is most likely the
     wrong one), or after any event without one (``fail``). Checked on the driver over every
     shard's report of the batch just completed, before the next one is planned."""
-    if cfg.malformed_events == "late" or not reports or cfg.processing_time_windows:
+    if cfg.malformed_events == "late" or not reports:
+        return
+    corrupt = sum(int(r.get("corrupt", 0)) for r in reports)
+    if corrupt and cfg.malformed_events == "fail":
+        sample = next((r["corrupt_sample"] for r in reports if r.get("corrupt_sample")), None)
+        raise OptionError("malformedEvents", "fail", "fail-if-all (the default) or late, which send rows that "
+                          "cannot be read to the late-data table as 'malformed' and go on",
+                          why=f"{corrupt} row(s) of micro-batch {int(start['seq']) - 1} could not be read "
+                              f"(e.g. {sample}); they went to the late-data table with reason 'malformed'")
+    if cfg.processing_time_windows:
         return
     events = sum(int(r.get("events_in", 0)) for r in reports)
     bad = sum(int(r.get("time_malformed", 0)) for r in reports)
@@ -90,6 +100,14 @@ def check_malformed(cfg: SourceConfig, start: dict, reports: list[dict], max_eve
                       "stateLocation and checkpointLocation after changing it. If such events are expected, "
                       ".option('malformedEvents', 'late') sends them to the late-data table and goes on",
                       why=f"{what}; they {went}, and no window got them")
+
+
+def corrupt_sample(events: pa.Table, corrupt) -> tuple[int, str]:
+    """How many rows the upstream could not read, and where the first came from and how it began."""
+    i = int(np.flatnonzero(corrupt)[0])
+    origin = events.column(ORIGIN)[i].as_py() if ORIGIN in events.column_names else None
+    raw = events.column(CORRUPT_RECORD)[i].as_py() or ""
+    return int(corrupt.sum()), (f"{origin}: " if origin else "") + repr(raw[:80])
 
 
 def malformed_sample(events: pa.Table, column: str, valid) -> tuple[int, str]:

@@ -44,7 +44,7 @@ from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
-                                               malformed_sample, recorded_options)
+                                               corrupt_sample, malformed_sample, recorded_options)
 from spark_windowing.datasource.source.affinity import keep_open, shard_to_run, slots
 from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
 from spark_windowing.datasource._memory import release_arrow_memory
@@ -57,7 +57,8 @@ from spark_windowing import join
 from spark_windowing._time import MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError
 from spark_windowing.operator import WindowedOperator
-from spark_windowing.panes import TIMESTAMP
+from spark_windowing.elements import corrupt_mask, future_mask
+from spark_windowing.panes import CORRUPT_RECORD, TIMESTAMP
 from spark_windowing.process import load_process
 from spark_windowing.segments import collect_garbage
 
@@ -275,8 +276,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                             shards=shards)
         op = store.op
         events, key_hash = self._events(partition)
-        maxima = _batch_maxima(cfg, op, events)
-        upstream_report = self.up.report_fields(events, maxima.event_times, partition.planned, shard)  # before the step
+        maxima = _batch_maxima(cfg, op, events, int(end["bt"]))
+        upstream_report = self.up.report_fields(events, maxima.watermark_times, partition.planned, shard)  # before the step
         t_read = time.perf_counter()
         m: dict[str, int] = {}
         late: list[pa.Table] = []
@@ -342,6 +343,8 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
         names.append(gap)
     if cfg.watermark.column:
         names.append(cfg.watermark.column)
+    if upstream_for(cfg).keeps_corrupt_rows:   # rows the upstream could not read
+        names.append(CORRUPT_RECORD)
     if spec.window.inherit:
         names += [spec.window.start_column, spec.window.end_column]
         if "kind" in upstream_for(cfg).cached_schema(None).names:
@@ -406,29 +409,40 @@ class _Maxima:
     step), the max valid event time (of stream 1 for a join) and of stream 2, the max of a
     watermark column."""
     event_times: Any = None
+    watermark_times: Any = None     # (times, mask of the events that may move a watermark)
     max_event: int | None = None
     max_col: int | None = None
     max_event2: int | None = None
     time_malformed: int = 0         # events whose event time cannot be read
     time_sample: str | None = None  # one such value, as shown in the malformedEvents error
+    corrupt: int = 0                # rows the upstream could not read (``_corrupt_record``)
+    corrupt_sample: str | None = None  # where one came from and how it began
 
 
-def _batch_maxima(cfg, op, events: pa.Table) -> _Maxima:
+def _batch_maxima(cfg, op, events: pa.Table, batch_time: int) -> _Maxima:
     out = _Maxima()
     if not events.num_rows:
         return out
     ts, valid = out.event_times = op.event_times(events)  # parsed once: the step reuses them
+    # an event too far ahead of the batch time (maxEventTimeAhead) goes to the late output as
+    # ``future`` in the step, and moves no watermark: left out of every maximum here
+    usable = valid & ~future_mask(cfg.spec, ts, batch_time)
+    out.watermark_times = (ts, usable)
     if cfg.stream2 is not None:  # per-stream maxima: each stream has its own watermark
         side1, side2 = join.side_masks(events)
-        if (valid & side2).any():
-            out.max_event2 = int(ts[valid & side2].max())
-        valid = valid & side1
-    if not valid.all() and cfg.stream2 is None:  # malformedEvents: counted, one value shown
-        out.time_malformed, out.time_sample = malformed_sample(events, cfg.spec.timestamp_column, valid)
-    if valid.any():
-        out.max_event = int(ts[valid].max())
+        if (usable & side2).any():
+            out.max_event2 = int(ts[usable & side2].max())
+        valid, usable = valid & side1, usable & side1
+    corrupt = corrupt_mask(events)   # rows the upstream could not read: data, not a wrong column
+    if corrupt.any():
+        out.corrupt, out.corrupt_sample = corrupt_sample(events, corrupt)
+    if not (valid | corrupt).all() and cfg.stream2 is None:  # malformedEvents: counted, one value shown
+        out.time_malformed, out.time_sample = malformed_sample(events, cfg.spec.timestamp_column, valid | corrupt)
+    if usable.any():
+        out.max_event = int(ts[usable].max())
     if cfg.watermark.kind == "column":
         wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
+        wm_ok = wm_ok & ~future_mask(cfg.spec, wm_us, batch_time)
         out.max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
     return out
 
@@ -441,12 +455,14 @@ def _shard_report(store, events_in: int, m: dict[str, int], written: int, t0: fl
     report = {
         "events_in": int(events_in), "panes_trigger": m.get("panes_trigger", 0),
         "panes_retraction": m.get("panes_retraction", 0), "late_dropped": m.get("late_dropped", 0),
-        "malformed": m.get("malformed", 0), "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
+        "malformed": m.get("malformed", 0), "future": m.get("future", 0),
+        "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
         "state_rows": store.num_windows, "state_bytes": written,
         "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
         "max_event_us": maxima.max_event, "max_col_us": maxima.max_col, "max_event2_us": maxima.max_event2,
         "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
         "time_malformed": maxima.time_malformed, "time_sample": maxima.time_sample,
+        "corrupt": maxima.corrupt, "corrupt_sample": maxima.corrupt_sample,
     }
     return report
 

@@ -46,13 +46,13 @@ SUMMARY_FIELDS = ("max_event_us", "max_col_us", "max_event2_us", "next_event_tim
 STANDARD_FIELDS = frozenset(SUMMARY_FIELDS) | {
     "panes_trigger", "panes_retraction", "late_dropped", "malformed", "watermark_us", "state_rows",
     "state_bytes", "duration_ms", "time_sample", "read_ms", "step_ms", "snapshot_ms", "state_reloads",
-    "local_reloads", "state_catch_ups"}
+    "local_reloads", "state_catch_ups", "future", "corrupt", "corrupt_sample"}
 _PREFIX, _SUFFIX = "shard-", ".json"
 
 
 def report_name(shard: int, report: dict[str, Any]) -> str:
     """The object name of ``shard``'s report: with the driver's summary when the report allows."""
-    if set(report) - STANDARD_FIELDS or report.get("time_malformed"):
+    if set(report) - STANDARD_FIELDS or report.get("time_malformed") or report.get("corrupt"):
         return f"{_PREFIX}{shard}{_SUFFIX}"
     summary = "_".join("n" if report.get(f) is None else str(int(report[f])) for f in SUMMARY_FIELDS)
     return f"{_PREFIX}{shard}.{summary}{_SUFFIX}"

@@ -57,6 +57,9 @@ class Upstream(ABC):
     #: The read limit: ``maxFilesPerTrigger`` is offered to Spark (``ReadMaxFiles``); a kind that
     #: does not count in files (the generator) leaves Spark its event limit or no limit.
     limits_files: ClassVar[bool] = True
+    #: Rows: the kind keeps a row it cannot read as a ``_corrupt_record`` row (``upstreams.corrupt``)
+    #: instead of failing, so the reader reads that column whatever else it projects.
+    keeps_corrupt_rows: ClassVar[bool] = False
     #: Options of the kind's own (lower-cased), parsed by ``parse_options``; a joinable kind's
     #: stream 2 takes them suffixed with ``2``.
     OPTIONS: ClassVar[tuple[str, ...]] = ()
@@ -163,7 +166,8 @@ class Upstream(ABC):
 
     def report_fields(self, events: pa.Table, event_times: Any, planned: Any, shard: int) -> dict:
         """Fields the kind adds to a shard's batch report, from the shard's events before the step
-        (``event_times``: the operator's parsed ``(times, valid)``, ``None`` without events): what
+        (``event_times``: the operator's parsed times and the mask of those that may move a
+        watermark: readable and not ``future``; ``None`` without events): what
         its ``watermark`` reads next batch, counts for the progress line (Kafka: per-partition max
         event times, skipped offsets). Default: none."""
         return {}

@@ -7,14 +7,27 @@ order changed. Files are discovered in (modification time, path) order; names st
 ``.`` or ``_`` are skipped. ``maxFilesPerTrigger`` limits the files of a batch, ``maxEventsPerBatch``
 its rows in whole files (at least one file per batch).
 
-``read_files`` and ``row_count`` are shared with the other file-backed kinds (``delta``, ``panes``).
+Rows that cannot be read do not stop the stream (``upstreams.corrupt``): the schema (the
+``schema`` option, else the first readable file's) gets two columns, ``_corrupt_record`` and
+``_origin``, and a line or row that does not parse or cast becomes a row with only those set (its
+raw text, ``file:line``), which the operator sends to the late-data table as ``malformed``. The
+rules, as Spark's file sources in ``PERMISSIVE`` mode: an empty file has no rows; a JSON field not
+in the schema is ignored and one missing is null; a CSV header's column not in the schema is
+ignored and a schema column missing from the header is null in every row, while a line with more
+or fewer fields than the header is malformed (its values cannot be told apart); a Parquet file
+that cannot be read at all is one malformed row naming the file and the error.
+
+``read_files`` and ``row_count`` are shared with the other file-backed kinds (``delta``, ``panes``),
+which read what Delta wrote and keep the strict read.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
@@ -24,6 +37,9 @@ from spark_windowing.datasource import storage
 from spark_windowing.datasource.options.ddl import DDL_FORMS, parse_ddl
 from spark_windowing.datasource.storage.layout import source_manifest
 from spark_windowing.datasource.upstreams.base import Upstream
+from spark_windowing.datasource.upstreams.corrupt import (CORRUPT_FIELDS, cast_rows, clean, nulls, parse_lines,
+                                                         row_text, with_corrupt)
+from spark_windowing.panes import CORRUPT_RECORD, ORIGIN
 from spark_windowing.errors import OptionError
 
 SUFFIXES = {"parquet": ".parquet", "json": ".json", "csv": ".csv"}
@@ -32,16 +48,27 @@ SUFFIXES = {"parquet": ".parquet", "json": ".json", "csv": ".csv"}
 class FilesUpstream(Upstream):
     """Positions: an index into the file manifest (int). The format is ``cfg.source``."""
 
+    keeps_corrupt_rows = True
+
     def schema(self) -> pa.Schema:
-        """The ``schema`` option, else the first file's."""
+        """The ``schema`` option, else the first readable file's; then the corrupt-row columns."""
+        return pa.schema([*self.row_schema(), *CORRUPT_FIELDS])
+
+    def row_schema(self) -> pa.Schema:
+        """The rows' own columns: the ``schema`` option, else the first file that can be read."""
         declared = self.declared_schema()
         if declared is not None:
             return declared
-        files = self.list_files()
-        if not files:
-            raise OptionError(self.option("schema"), None, DDL_FORMS,
-                              why=f"{self.cfg.path} has no {self.cfg.source} files yet to take the schema from; pass it")
-        return read_files(self.cfg.source, files[:1], None, self.cfg.schema_ddl).schema
+        for uri in self.list_files():
+            try:
+                t = read_files(self.cfg.source, [uri], None, None)
+            except (pa.ArrowInvalid, OSError):   # a broken or empty file says nothing of the schema
+                continue
+            if t.num_columns:
+                return t.schema
+        raise OptionError(self.option("schema"), None, DDL_FORMS,
+                          why=f"{self.cfg.path} has no readable {self.cfg.source} file yet to take the schema "
+                              "from; pass it")
 
     def initial_position(self) -> int:
         return 0
@@ -68,7 +95,11 @@ class FilesUpstream(Upstream):
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
         if not planned:
             return self.cached_schema(columns).empty_table()
-        return read_files(self.cfg.source, planned, columns, self.cfg.schema_ddl)
+        schema = self.cached_schema(None)
+        rows = pa.schema([f for f in schema if f.name not in (CORRUPT_RECORD, ORIGIN)])
+        tables = [read_permissive(self.cfg.source, uri, rows) for uri in planned]
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        return table.select(columns) if columns else table
 
     # ------------------------------------------------------------------ the manifest (driver)
     def list_files(self) -> list[str]:
@@ -105,13 +136,86 @@ class FilesUpstream(Upstream):
 
 
 def row_count(uri: str, fmt: str = "parquet") -> int:
-    """Rows in a file of format ``fmt``, from the parquet footer (cheap) or by reading json/csv."""
+    """Rows in a file of format ``fmt``: from the parquet footer (cheap; 1 for a file that cannot
+    be read, its one malformed row), or json/csv records as ``read_permissive`` counts them."""
     fs, path = storage.filesystem(uri)
     if fmt == "parquet":
-        with fs.open_input_file(path) as f:
-            return pq.ParquetFile(f).metadata.num_rows
+        try:
+            with fs.open_input_file(path) as f:
+                return pq.ParquetFile(f).metadata.num_rows
+        except (pa.ArrowInvalid, OSError):
+            return 1
     with fs.open_input_stream(path) as f:
-        return (pajson.read_json(f) if fmt == "json" else pacsv.read_csv(f)).num_rows
+        data = f.read()
+    whole = _parse_whole(data, fmt, None)
+    return whole.num_rows if whole is not None else len(_records(data, fmt)[1])
+
+
+def read_permissive(fmt: str, uri: str, schema: pa.Schema) -> pa.Table:
+    """The rows of one file in ``schema`` plus the corrupt-row columns (``upstreams.corrupt``):
+    a clean file in one vectorized read; a broken one line by line where it breaks."""
+    fs, path = storage.filesystem(uri)
+    if fmt == "parquet":
+        try:
+            table = pq.read_table(path, filesystem=fs)
+        except (pa.ArrowInvalid, OSError) as e:
+            why = f"unreadable Parquet file: {e}"
+            return with_corrupt(nulls(schema, 1), np.ones(1, dtype=bool), lambda _: why, lambda _: uri)
+        table, bad = cast_rows(table, schema)
+        raw = pq.read_table(path, filesystem=fs) if bad.any() else None
+        return with_corrupt(table, bad, lambda i: row_text(raw, i), lambda i: f"{uri}:row {i}")
+    with fs.open_input_stream(path) as f:
+        data = f.read()
+    whole = _parse_whole(data, fmt, schema)
+    if whole is not None:   # a clean file: one vectorized read, no corrupt rows
+        return clean(whole)
+    header, lines, numbers = _records(data, fmt)
+    names = _csv_names(header) if fmt == "csv" else None
+    if fmt == "csv" and names is None:
+        table, bad = nulls(schema, len(lines)), np.ones(len(lines), dtype=bool)  # an unreadable header
+    else:
+        table, bad = parse_lines(lines, fmt, schema, names)
+    return with_corrupt(table, bad, lambda i: lines[i].decode("utf-8", errors="replace"),
+                        lambda i: f"{uri}:{numbers[i]}")
+
+
+def _parse_whole(data: bytes, fmt: str, schema: pa.Schema | None) -> pa.Table | None:
+    """A whole json/csv file in ``schema`` (None: inferred) in one call; None if any of it fails
+    (then it is read line by line) or it is empty."""
+    if not data.strip():
+        return schema.empty_table() if schema is not None else pa.table({})
+    try:
+        if fmt == "json":
+            opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema else None
+            t = pajson.read_json(io.BytesIO(data), parse_options=opts)
+        else:
+            conv = pacsv.ConvertOptions(column_types=schema, strings_can_be_null=True, include_columns=schema.names,
+                                        include_missing_columns=True) if schema else None
+            t = pacsv.read_csv(io.BytesIO(data), convert_options=conv)
+        return t.select(schema.names).cast(schema) if schema is not None else t
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+
+
+def _records(data: bytes, fmt: str) -> tuple[bytes | None, list[bytes], list[int]]:
+    """(CSV header line, the non-blank record lines, their 1-based line numbers)."""
+    raw = data.split(b"\n")
+    numbered = [(n, line.rstrip(b"\r")) for n, line in enumerate(raw, 1)]
+    numbered = [(n, line) for n, line in numbered if line.strip()]
+    header = None
+    if fmt == "csv" and numbered:
+        header, numbered = numbered[0][1], numbered[1:]
+    return header, [line for _, line in numbered], [n for n, _ in numbered]
+
+
+def _csv_names(header: bytes | None) -> list[str] | None:
+    """The column names of a CSV header line (None: it does not parse)."""
+    if header is None:
+        return []
+    try:
+        return pacsv.read_csv(io.BytesIO(header + b"\n")).column_names
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
 
 
 def read_files(fmt: str, files: list[str], columns: list[str] | None, schema_ddl: str | None) -> pa.Table:

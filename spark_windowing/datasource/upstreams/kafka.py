@@ -415,6 +415,7 @@ class KafkaUpstream(Upstream):
 
     needs_path = False
     joinable = False
+    keeps_corrupt_rows = True
     OPTIONS = OPTIONS
     OPTION_PREFIX = "kafka."
     EVENT_LIMIT_ALIAS = "maxOffsetsPerTrigger"

@@ -1,25 +1,28 @@
 """Kafka record values decoded into Arrow (``source=kafka``, ``valueFormat``): the row schema
 (value fields, then the record's own columns as Spark's Kafka rows have them) and the decoders of
 ``json``, ``csv``, ``avro`` (Confluent header accepted) and ``raw``. A value that cannot be decoded
-becomes a row whose value fields are all null, so it reaches the late-data table as ``malformed``."""
+becomes a row whose value fields are all null and whose ``_corrupt_record`` holds the value's text,
+so it reaches the late-data table as ``malformed`` (``upstreams.corrupt``)."""
 
 from __future__ import annotations
 
 import io
 import json
 
+import numpy as np
 import pyarrow as pa
 
 from spark_windowing.datasource.options.ddl import parse_ddl
+from spark_windowing.datasource.upstreams.corrupt import parse_lines
 from spark_windowing.errors import OptionError
-
+from spark_windowing.panes import CORRUPT_RECORD
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 RECORD_FIELDS = (
     pa.field("key", pa.binary()), pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
     pa.field("offset", pa.int64()), pa.field("timestamp", TIMESTAMP), pa.field("timestampType", pa.int32()),
-    pa.field("headers", HEADERS), pa.field("value", pa.binary()),
+    pa.field("headers", HEADERS), pa.field("value", pa.binary()), pa.field(CORRUPT_RECORD, pa.string()),
 )
 
 
@@ -83,61 +86,33 @@ def records_table(messages: list, fmt: str, schema_text: str | None, schema: pa.
                              for m in messages], HEADERS),
         "value": pa.array(values, pa.binary()),
     }
-    decoded = decode_values(values, fmt, schema_text)
+    decoded, bad = decode_values(values, fmt, schema_text)
     assert decoded.num_rows == n
     for name in decoded.column_names:
         cols[name] = decoded.column(name).combine_chunks()
+    # a value that cannot be decoded: its raw text (its topic, partition and offset are columns)
+    cols[CORRUPT_RECORD] = pa.array([values[i].decode("utf-8", errors="replace") if bad[i] else None
+                                     for i in range(n)], pa.string())
     return pa.table([cols[f.name] for f in schema], schema=schema)
 
 
-def decode_values(values: list[bytes | None], fmt: str, schema_text: str | None) -> pa.Table:
-    """One row per value (all-null fields where a value cannot be decoded)."""
+def decode_values(values: list[bytes | None], fmt: str, schema_text: str | None) -> tuple[pa.Table, np.ndarray]:
+    """One row per value, and the mask of the values that cannot be decoded (their fields null)."""
     schema = value_schema(fmt, schema_text)
     if fmt == "raw":
-        return pa.table({})  # no value fields: the raw ``value`` column is the payload
+        return pa.table({}), np.zeros(len(values), dtype=bool)  # no value fields: the raw ``value`` is the payload
     if fmt == "avro":
         return _decode_avro(values, schema_text or "", schema)
     return _decode_text(values, fmt, schema)
 
 
-def _parse_block(lines: list[bytes], fmt: str, schema: pa.Schema) -> pa.Table | None:
-    """Parse newline-joined values in one vectorized call; None if it fails or the row count differs."""
-    import pyarrow.csv as pacsv
-    import pyarrow.json as pajson
-    buf = b"\n".join(lines) + b"\n"
-    try:
-        if fmt == "json":
-            t = pajson.read_json(io.BytesIO(buf), parse_options=pajson.ParseOptions(
-                explicit_schema=schema, unexpected_field_behavior="ignore"))
-        else:
-            t = pacsv.read_csv(io.BytesIO(buf), read_options=pacsv.ReadOptions(column_names=schema.names),
-                               convert_options=pacsv.ConvertOptions(column_types=schema, strings_can_be_null=True),
-                               parse_options=pacsv.ParseOptions(ignore_empty_lines=False))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    if t.num_rows != len(lines):
-        return None
-    return t.select(schema.names).cast(schema)
-
-
-def _decode_text(values: list[bytes | None], fmt: str, schema: pa.Schema) -> pa.Table:
+def _decode_text(values: list[bytes | None], fmt: str, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
     empty = b"{}" if fmt == "json" else b"," * (len(schema) - 1)
     lines = [empty if not v else v.replace(b"\n", b" ").replace(b"\r", b" ") for v in values]
-    return pa.concat_tables(_parse_or_split(lines, fmt, schema)) if lines else schema.empty_table()
+    return parse_lines(lines, fmt, schema)
 
 
-def _parse_or_split(lines: list[bytes], fmt: str, schema: pa.Schema) -> list[pa.Table]:
-    """Parse a block; when it fails, bisect: only a single undecodable value becomes a null row."""
-    t = _parse_block(lines, fmt, schema)
-    if t is not None:
-        return [t]
-    if len(lines) == 1:
-        return [pa.table({f.name: pa.nulls(1, f.type) for f in schema}, schema=schema)]
-    mid = len(lines) // 2
-    return _parse_or_split(lines[:mid], fmt, schema) + _parse_or_split(lines[mid:], fmt, schema)
-
-
-def _decode_avro(values: list[bytes | None], schema_text: str, schema: pa.Schema) -> pa.Table:
+def _decode_avro(values: list[bytes | None], schema_text: str, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
     """Avro binary values (schemaless), with or without the Confluent header (magic byte 0 and a
     4-byte schema id): a value starting with 0 that decodes exactly after 5 bytes is read so."""
     import fastavro
@@ -149,7 +124,8 @@ def _decode_avro(values: list[bytes | None], schema_text: str, schema: pa.Schema
     for f in schema:
         data = [None if r is None else r.get(f.name) for r in rows]
         cols[f.name] = pa.array(data, f.type)  # timestamps: fastavro gives aware datetimes
-    return pa.table(cols, schema=schema)
+    bad = np.array([r is None and bool(v) for r, v in zip(rows, values)], dtype=bool)
+    return pa.table(cols, schema=schema), bad
 
 
 def _avro_one(v: bytes, parsed, fastavro) -> dict | None:
