@@ -174,3 +174,58 @@ def test_reported_case_every_session_the_final_watermark_closes_fires(spark, tmp
     assert len(want) > 2300 and sum(1 for w in want if w[2] > final_wm - 2 * SEC) > 0
     fired = sorted((r["k"], r["window_start"], r["window_end"], r["n"]) for r in rows(got))
     assert fired == want
+
+
+@pytest.mark.parametrize("end_of_input", ["continue", "fire"])
+def test_end_of_a_bounded_input_fires_the_last_windows(spark, tmp_path, end_of_input):
+    """``endOfInput=fire`` under availableNow: after the last file, one input-less batch moves the
+    watermark to the end of time, so the sessions still open fire too and every event is in a
+    pane (Beam's and Flink's end of a bounded input); ``continue`` (default) leaves them open for
+    the next run."""
+    from spark_windowing._time import GLOBAL_END
+    rnd = random.Random(3)
+    data = tmp_path / "events"
+    for v in range(3):
+        write_deltalake(str(data), pa.table({"k": [rnd.choice("abc") for _ in range(20)],
+                                             "ts": [_ts(T0 + (v * 20 + i) * SEC) for i in range(20)]}), mode="append")
+    opts = {"source": "delta", "path": str(data), "timestampColumn": "ts", "keyColumns": "k",
+            "window": "session(5 seconds)", "aggregate": "count(*) AS n", "maxFilesPerTrigger": "1",
+            "stateLocation": str(tmp_path / "state"), "endOfInput": end_of_input}
+    panes = run_panes(spark, opts, str(tmp_path / "chk"))
+    counted = sum(r["n"] for r in panes.to_pylist())
+    last_wm = offsets(str(tmp_path / "chk"))[-1][1]["wm"]
+    if end_of_input == "fire":
+        assert counted == 60 and last_wm == GLOBAL_END
+    else:
+        assert counted < 60 and last_wm < GLOBAL_END   # the last sessions wait for more input
+
+
+def test_processing_time_windows_fire_without_new_input(spark, tmp_path):
+    """Processing-time windows (no timestampColumn): three files of two rows, one a batch, under a
+    1-second processingTime trigger. Every window fires once the clock passes its end, also the
+    last one, for which no more input comes (the watermark is the batch time). Waits until all 6
+    rows are counted; on any machine that is a few seconds after the last file."""
+    from deltalake import DeltaTable
+    data = tmp_path / "events"
+    data.mkdir()
+    for f in range(3):
+        (data / f"{f}.json").write_text("".join(f'{{"k": "a", "i": {2 * f + j}}}\n' for j in range(2)))
+    reader = spark.readStream.format("windowed")
+    for k, v in {"source": "json", "path": str(data), "schema": "k string, i long", "keyColumns": "k",
+                 "window": "tumbling(3 seconds)", "aggregate": "count(*) AS n", "maxFilesPerTrigger": "1",
+                 "stateLocation": str(tmp_path / "state")}.items():
+        reader = reader.option(k, v)
+    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
+         .option("checkpointLocation", str(tmp_path / "chk")).trigger(processingTime="1 second").start())
+    try:
+        deadline, counted = time.time() + 240, 0
+        while time.time() < deadline and counted < 6 and q.exception() is None:
+            time.sleep(1)
+            if (tmp_path / "panes" / "triggers" / "_delta_log").exists():
+                counted = sum(DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().column("n").to_pylist())
+        assert q.exception() is None
+    finally:
+        q.stop()
+    assert counted == 6
+    on_time = [r for r in DeltaTable(str(tmp_path / "panes" / "triggers")).to_pyarrow_table().to_pylist()]
+    assert all(r["pane_timing"] == "ON_TIME" for r in on_time)

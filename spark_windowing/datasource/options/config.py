@@ -19,6 +19,10 @@ DEFAULT_SHARDS = 2
 #: query stops when a whole micro-batch holds no readable one before any event had one
 #: (``fail-if-all``, default), never stops (``late``), or stops at the first one (``fail``).
 MALFORMED_EVENTS = ("fail-if-all", "late", "fail")
+#: ``endOfInput``: what the end of an ``availableNow`` run means. ``continue`` (default): nothing,
+#: the next run goes on from there; ``fire``: the input is bounded and ends here (a last batch with
+#: the watermark at the end of time fires and closes every window).
+END_OF_INPUT = ("continue", "fire")
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
 
@@ -50,3 +54,4 @@ class SourceConfig:
     manifest_dir: str = SOURCES_DIR          # under stateLocation: the file source's manifest
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
     malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
+    end_of_input: str = "continue"           # availableNow: "fire" closes every window at the input's end

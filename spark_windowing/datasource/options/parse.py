@@ -9,8 +9,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 
-from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, MALFORMED_EVENTS, PROC_TIME_COLUMN,
-                                                      SourceConfig)
+from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, END_OF_INPUT, MALFORMED_EVENTS,
+                                                      PROC_TIME_COLUMN, SourceConfig)
 from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
 from spark_windowing.datasource.options.reference import options_of
@@ -38,7 +38,7 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
-    "maxeventtimeahead",
+    "maxeventtimeahead", "endofinput",
     # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -106,6 +106,10 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
                           why="column watermarks are not merged across two streams in this version")
     spec = operator_spec(options, window, ts_col, join=join if source2 else None)
     wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
+    if processing_time and wm.kind == "bounded":
+        # processing-time windows: an event's time is its batch's, so the watermark is the clock's
+        # too; it moves without input, and the last windows fire (docs/semantics.md)
+        wm = replace(wm, kind="processing")
     state = _require(options, "stateLocation", "a URI such as /lake/_state/q1, s3://bucket/state/q1")
     settings = kind.parse_options(options, spec)
     _check_prefixed_options(options, source)
@@ -127,6 +131,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         claim_wait=parse_duration(options.get("claimwait") or "3 seconds", option="claimWait") / 1e6,
         late_maintenance=MaintenanceOptions.parse(options),
         malformed_events=_choice(options, "malformedEvents", MALFORMED_EVENTS),
+        end_of_input=_choice(options, "endOfInput", END_OF_INPUT),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 

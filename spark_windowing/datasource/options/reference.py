@@ -154,6 +154,14 @@ OPTIONS: tuple[Option, ...] = (
            "it; with `join`, a stream that has had no event this long after the query's first batch stops "
            "holding the merged watermark back; with `source=kafka`, a partition without records this long "
            "stops holding the source's watermark back", "off"),
+    Option("endOfInput", "reader", "Watermark",
+           "`continue` or `fire`: what the end of a `trigger(availableNow=True)` run means. `continue`: nothing "
+           "(the next run goes on where it stopped, its windows still open); `fire`: the input is bounded and "
+           "ends here, as Beam and Flink end a bounded source: one last batch without input moves the watermark "
+           "to the end of time, so every window fires its last pane and `current` marks it final. Afterwards "
+           "the state is final: a later run of the same query sees every event as `too_late`, so `fire` is for "
+           "an input read once (a backfill, a comparison with a batch query). No effect with other triggers",
+           "`continue`"),
     Option("maxEventTimeAhead", "reader", "Watermark",
            "duration, or `off`: an event whose time is more than this ahead of the batch's processing time "
            "(a device with a wrong clock, a year typed as 2099) goes to the late-data table with reason `future` "

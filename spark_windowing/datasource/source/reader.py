@@ -54,7 +54,7 @@ from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceCo
 from spark_windowing.datasource.options.parse import parse_options
 from spark_windowing.datasource.upstreams import Upstream, upstream_for
 from spark_windowing import join
-from spark_windowing._time import MAX_TIME, MIN_TIME
+from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.elements import corrupt_mask, future_mask
@@ -179,12 +179,22 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             extra.update({"wm1": merged.wm1, "wm2": merged.wm2, "started": started})
         next_ev = min([MAX_TIME] + [r.get("next_event_timer", MAX_TIME) for r in reports])
         next_pt = min([MAX_TIME] + [r.get("next_proc_timer", MAX_TIME) for r in reports])
-        due = next_ev <= wm or (not self._available_now and next_pt <= now)
+        due = next_ev <= min(wm, GLOBAL_END) or (not self._available_now and next_pt <= now)
         if not has_data and not due:
-            return start
+            if not self._input_ends(wm):
+                return start
+            wm = GLOBAL_END   # endOfInput=fire: the input is read to its end; every window fires and closes
+            if cfg.stream2 is not None:
+                extra.update({"wm1": GLOBAL_END, "wm2": GLOBAL_END})
         return {"windowed": 1, "seq": start["seq"] + 1, "state": cfg.state_location, "shards": cfg.shards, "up": up,
                 "bt": now, "wm": wm, "max_event": max_event, "max_col": max_col, "last_input": last_input,
                 **extra}
+
+    def _input_ends(self, wm: int) -> bool:
+        """``endOfInput=fire`` under availableNow, once everything up to the run's target is read
+        and no timer is due: one more batch, input-less, moves the watermark to the end of time
+        (Beam's and Flink's end of a bounded input). Once: that batch's watermark is the end."""
+        return self._available_now and self.cfg.end_of_input == "fire" and wm < GLOBAL_END
 
     def _stream2_offset(self, start: dict, reports: list[dict], now: int, limit: ReadLimit) -> dict:
         """The second stream's part of the next offset: position (its own maxFilesPerTrigger2),
