@@ -93,6 +93,7 @@ def test_reader_registry_names_the_options_the_reader_parses():
     read = (_names_read("spark_windowing/datasource/options/parse.py",
                         {"parse_options", "_with_stream2", "time_options", "operator_spec"})
             | _names_read("spark_windowing/datasource/upstreams/generator.py", {"parse_generator_options"})
+            | _names_read("spark_windowing/datasource/upstreams/nexmark.py", {"NexmarkUpstream.parse_options"})
             | _names_read("spark_windowing/datasource/upstreams/kafka.py", {"parse_kafka_options", "KafkaUpstream.parse_options"})
             | _names_read("spark_windowing/datasource/tables/maintenance.py", {"MaintenanceOptions.parse"}))
     read.discard("table")       # routes the read to the pane-table reader (scope table)

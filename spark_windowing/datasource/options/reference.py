@@ -54,12 +54,14 @@ OPTIONS: tuple[Option, ...] = (
            "handled; commits that remove rows fail unless `skipChangeCommits` / `ignoreDeletes`; a schema "
            "change inside the versions read fails, naming the version — see "
            "`spark_windowing/datasource/upstreams/delta_log.py`), `parquet`, `json`, `csv`, `generator` (deterministic "
-           "synthetic clicks: `user_id`, `page`, `event_time`, `amount`, `event_id`; see [Generator](#generator)), `kafka` (see [Kafka](kafka.md)), `panes` (the pane tables "
+           "synthetic clicks: `user_id`, `page`, `event_time`, `amount`, `event_id`; see [Generator](#generator)), `nexmark` "
+           "(NEXMark's auction events by the rules of Beam's generator, one kind a stream: see [NEXMark](nexmark.md)), "
+           "`kafka` (see [Kafka](kafka.md)), `panes` (the pane tables "
            "of another windowed query: its `writeStream.format(\"windowed\")` path; a micro-batch reads whole "
            "upstream batches, TRIGGER and RETRACTION rows together; `maxFilesPerTrigger` = upstream batches "
            "per micro-batch; see [Chaining windowed queries](windows.md#chaining-windowed-queries))",
            "required"),
-    Option("path", "reader", "Upstream", "upstream location (not for `generator` and `kafka`)"),
+    Option("path", "reader", "Upstream", "upstream location (not for `generator`, `nexmark` and `kafka`)"),
     Option("schema", "reader", "Upstream",
            "`'name type, ...'` (`string`, `long`, `int`, `double`, `float`, `boolean`, `timestamp`, `date`) "
            "for file sources; with `source=kafka` the schema of the record values (see `valueFormat`)",
@@ -264,22 +266,38 @@ OPTIONS: tuple[Option, ...] = (
            "`source=kafka`"),
     # ------------------------------------------------------------------ reader: generator
     Option("eventsPerBatch", "reader", "Generator",
-           "events per micro-batch of the `generator` source", "`1000`"),
+           "events per micro-batch of the `generator` source (`nexmark`: stream positions, all kinds)",
+           "`1000` (`nexmark`: `10000`)"),
     Option("totalEvents", "reader", "Generator",
-           "events in all (set it for an `availableNow` run to end)", "unbounded"),
+           "events in all (set it for an `availableNow` run to end); `generator` and `nexmark`", "unbounded"),
     Option("keys", "reader", "Generator", "distinct `user_id` values", "`100`"),
     Option("eventInterval", "reader", "Generator", "event time between events (a duration > 0)",
            "`10 milliseconds`"),
     Option("disorder", "reader", "Generator", "max out-of-orderness (a duration)", "`0 seconds`"),
     Option("lateFraction", "reader", "Generator", "share of events shifted far back (0 to 1)", "`0`"),
-    Option("seed", "reader", "Generator", "random seed", "`42`"),
+    Option("seed", "reader", "Generator", "random seed (`generator`, `nexmark`)", "`42` (`nexmark`: `0`)"),
     Option("startTime", "reader", "Generator", "event time of the first event (ISO-8601)",
-           "`2026-01-01T00:00:00Z`"),
-    *(Option(f"{name}2", "reader", "Generator, stream 2 (`source2=generator`)",
+           "`2026-01-01T00:00:00Z` (`nexmark`: Beam's `2015-07-15T00:00:00Z`)"),
+    Option("nexmarkEvents", "reader", "Generator",
+           "`bid`, `person` or `auction`: the kind of NEXMark event the `nexmark` source yields (a query over "
+           "two kinds joins two `nexmark` streams; [NEXMark](nexmark.md))", "`bid`"),
+    Option("eventsPerSecond", "reader", "Generator",
+           "`nexmark`: event-time rate (Beam's `firstEventRate`): event `n` is at `startTime + n / rate`",
+           "`10000`"),
+    Option("outOfOrderGroupSize", "reader", "Generator",
+           "`nexmark`: events are permuted within groups of this many (Beam's rule), 1: in order", "`1`"),
+    Option("probDelayedEvent", "reader", "Generator",
+           "`nexmark`: share of events (0 to 1) emitted up to `occasionalDelay` of event time later than their "
+           "place, keeping their time (late data)", "`0`"),
+    Option("occasionalDelay", "reader", "Generator", "`nexmark`: the longest such delay (a duration)",
+           "`3 seconds`"),
+    *(Option(f"{name}2", "reader", "Generator, stream 2 (`source2=generator` or `nexmark`)",
              f"`{name}` for the generated stream 2",
-             "`seed + 1` (stream 2 is not a copy of stream 1)" if name == "seed" else f"`{name}`'s value")
+             "`generator`: `seed + 1` (stream 2 is not a copy of stream 1); `nexmark`: `seed` (one auction)"
+             if name == "seed" else f"`{name}`'s value")
       for name in ("eventsPerBatch", "totalEvents", "keys", "eventInterval", "disorder", "lateFraction", "seed",
-                   "startTime")),
+                   "startTime", "nexmarkEvents", "eventsPerSecond", "outOfOrderGroupSize", "probDelayedEvent",
+                   "occasionalDelay")),
     # ------------------------------------------------------------------ sink
     Option("path", "sink", "Pane tables",
            "root `P` of the Delta tables `P/triggers` (every TRIGGER row), `P/retractions` (every RETRACTION "

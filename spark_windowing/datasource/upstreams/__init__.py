@@ -3,14 +3,14 @@
 option value: adding an upstream is one new module and one line in ``UPSTREAMS``.
 
 >>> sorted(UPSTREAMS)
-['csv', 'delta', 'generator', 'json', 'kafka', 'panes', 'parquet']
+['csv', 'delta', 'generator', 'json', 'kafka', 'nexmark', 'panes', 'parquet']
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_windowing.datasource.upstreams import delta, files, generator, kafka, panes
+from spark_windowing.datasource.upstreams import delta, files, generator, kafka, nexmark, panes
 from spark_windowing.datasource.upstreams.base import Upstream
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ UPSTREAMS: dict[str, type[Upstream]] = {
     "json": files.FilesUpstream,
     "csv": files.FilesUpstream,
     "generator": generator.GeneratorUpstream,
+    "nexmark": nexmark.NexmarkUpstream,
     "panes": panes.PanesUpstream,
     "kafka": kafka.KafkaUpstream,
 }

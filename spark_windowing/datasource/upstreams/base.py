@@ -95,7 +95,9 @@ class Upstream(ABC):
 
     def cached_schema(self, columns: list[str] | None) -> pa.Schema:
         """``schema()`` projected to ``columns``, computed once per process (executors)."""
-        key = (self.cfg.source, self.cfg.path, tuple(columns or ()))
+        # the kind's settings too: two streams of one kind without a path (a join of two
+        # ``nexmark`` streams) may have different schemas
+        key = (self.cfg.source, self.cfg.path, self.cfg.schema_ddl, repr(self.cfg.settings), tuple(columns or ()))
         if key not in _SCHEMA_CACHE:
             schema = self.schema()
             _SCHEMA_CACHE[key] = schema if columns is None else pa.schema([schema.field(c) for c in columns])
