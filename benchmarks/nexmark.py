@@ -1,0 +1,142 @@
+"""NEXMark's windowed queries: spark-windowing vs Spark's native Structured Streaming, same files,
+same micro-batches, same run.
+
+    python benchmarks/nexmark.py                                   # 1 M events, 100 batches, 1 run
+    python benchmarks/nexmark.py --events 10000000 --batches 100 --runs 3
+    python benchmarks/nexmark.py --only q11 --events 300000
+
+Writes NEXMark's bids once (``spark_windowing.nexmark``, Beam's generator rules; ``--events``
+stream positions, 46 of 50 of them bids) as ``--batches`` parquet files under ``--dir``, then in
+one local[2] session times, per query, ``--runs`` times, after an untimed warm-up per engine:
+
+* ``ours``: ``readStream.format("windowed")`` over the files (``source=parquet``,
+  ``maxFilesPerTrigger=1``) into the ``noop`` sink;
+* ``native``: Spark's file source over the same files, ``withWatermark`` and
+  ``groupBy(window | session_window)`` in append mode into ``noop``, ``maxFilesPerTrigger=1``.
+
+The queries, as their windowed stage is defined by Flink's NEXMark SQL:
+
+* ``q5-count``: bids per auction in sliding windows of 10 s every 2 s (q5's first stage; the
+  auctions with the most bids per window are a second stage: two queries today, see docs/nexmark.md);
+* ``q7-max``: the highest price per tumbling 10 s window (q7's first stage; the bids at that price
+  are a second stage likewise);
+* ``q11``: bids per bidder in session windows with a 10 s gap.
+
+q8 (a join of windows) and q12 (processing-time windows) are not timed here: Spark's native
+streaming cannot join two windowed aggregations in append mode in one query, nor window by
+processing time with a watermark. Prints per query and engine min / median / max seconds, events
+per second and per core (2 cores), and native / ours. Not part of the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import statistics
+import tempfile
+import time
+
+import pyarrow.parquet as pq
+
+QUERIES = {  # name: (our options, native grouping, native aggregate)
+    "q5-count": ({"window": "sliding(10 seconds, 2 seconds)", "keyColumns": "auction", "aggregate": "count(*) AS num"},
+                 ("window(date_time, '10 seconds', '2 seconds')", "auction"), "count(*) AS num"),
+    "q7-max": ({"window": "tumbling(10 seconds)", "aggregate": "max(price) AS max_price"},
+               ("window(date_time, '10 seconds')",), "max(price) AS max_price"),
+    "q11": ({"window": "session(10 seconds)", "keyColumns": "bidder", "aggregate": "count(*) AS bids"},
+            ("session_window(date_time, '10 seconds')", "bidder"), "count(*) AS bids"),
+}
+SCHEMA = "auction long, bidder long, price long, date_time timestamp, extra string"
+
+
+def write_bids(directory: str, events: int, batches: int) -> int:
+    """NEXMark bids of ``events`` stream positions in ``batches`` parquet files; returns the bids."""
+    from spark_windowing.nexmark import NexmarkConfig, generate
+    marker = os.path.join(directory, f"_SUCCESS_{events}_{batches}")
+    if os.path.exists(marker):
+        return sum(pq.ParquetFile(os.path.join(directory, f)).metadata.num_rows
+                   for f in os.listdir(directory) if f.endswith(".parquet"))
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    g, per, total = NexmarkConfig(total_events=events), -(-events // batches), 0
+    for b in range(batches):
+        table = generate(g, b * per, min(events, (b + 1) * per), "bid")
+        path = os.path.join(directory, f"part-{b:05d}.parquet")
+        pq.write_table(table, path)
+        os.utime(path, ns=(1_600_000_000_000_000_000 + b * 10**9,) * 2)   # file order = stream order
+        total += table.num_rows
+    open(marker, "w").close()
+    return total
+
+
+def run_ours(spark, directory: str, options: dict, work: str) -> float:
+    reader = (spark.readStream.format("windowed").option("source", "parquet").option("path", directory)
+              .option("schema", SCHEMA).option("timestampColumn", "date_time").option("maxFilesPerTrigger", "1")
+              .option("stateLocation", os.path.join(work, "state")))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    q = reader.load().writeStream.format("noop").option("checkpointLocation", os.path.join(work, "chk")) \
+        .trigger(availableNow=True).start()
+    return _timed(q)
+
+
+def run_native(spark, directory: str, grouping: tuple, aggregate: str, work: str) -> float:
+    from pyspark.sql import functions as F
+    df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
+          .withWatermark("date_time", "0 seconds")
+          .groupBy(*[F.expr(g) for g in grouping]).agg(F.expr(aggregate)))
+    q = df.writeStream.format("noop").outputMode("append").option("checkpointLocation", os.path.join(work, "chk")) \
+        .trigger(availableNow=True).start()
+    return _timed(q)
+
+
+def _timed(query) -> float:
+    t0 = time.perf_counter()
+    query.awaitTermination()
+    if query.exception():
+        raise query.exception()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000, help="NEXMark stream positions (46/50 are bids)")
+    ap.add_argument("--batches", type=int, default=100, help="files = micro-batches")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--only", choices=sorted(QUERIES), action="append")
+    ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark"))
+    ap.add_argument("--driver-memory", default="6g")
+    args = ap.parse_args()
+
+    from pyspark.sql import SparkSession
+    bids = write_bids(os.path.join(args.dir, "bids"), args.events, args.batches)
+    spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", args.driver_memory)
+             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    print(f"{bids:,} bids of {args.events:,} events in {args.batches} files; local[2]")
+    for name in args.only or list(QUERIES):
+        ours_opts, grouping, aggregate = QUERIES[name]
+        times: dict[str, list[float]] = {"ours": [], "native": []}
+        for run in range(args.runs + 1):   # run 0: the untimed warm-up
+            for engine in ("ours", "native"):
+                work = tempfile.mkdtemp(prefix=f"nexmark-{name}-{engine}-", dir=args.dir)
+                gc.collect()
+                spark.sparkContext._jvm.java.lang.System.gc()
+                seconds = run_ours(spark, os.path.join(args.dir, "bids"), ours_opts, work) if engine == "ours" \
+                    else run_native(spark, os.path.join(args.dir, "bids"), grouping, aggregate, work)
+                shutil.rmtree(work, ignore_errors=True)
+                if run:
+                    times[engine].append(seconds)
+                    print(f"  {name} run {run} {engine}: {seconds:.2f} s")
+        for engine, ts in times.items():
+            med = statistics.median(ts)
+            print(f"{name} {engine:6s} min / median / max {min(ts):.2f} / {med:.2f} / {max(ts):.2f} s | "
+                  f"{bids / med:,.0f} bids/s | {bids / med / 2:,.0f} bids/s per core")
+        print(f"{name} native / ours (medians): {statistics.median(times['native']) / statistics.median(times['ours']):.2f}x")
+
+
+if __name__ == "__main__":
+    main()
