@@ -95,9 +95,10 @@ class FilesUpstream(Upstream):
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
         if not planned:
             return self.cached_schema(columns).empty_table()
-        schema = self.cached_schema(None)
-        rows = pa.schema([f for f in schema if f.name not in (CORRUPT_RECORD, ORIGIN)])
-        tables = [read_permissive(self.cfg.source, uri, rows) for uri in planned]
+        rows = [f for f in self.cached_schema(None) if f.name not in (CORRUPT_RECORD, ORIGIN)]
+        if columns:   # projected: only these columns are read (and must be readable)
+            rows = [f for f in rows if f.name in columns]
+        tables = [read_permissive(self.cfg.source, uri, pa.schema(rows)) for uri in planned]
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         return table.select(columns) if columns else table
 
@@ -157,12 +158,13 @@ def read_permissive(fmt: str, uri: str, schema: pa.Schema) -> pa.Table:
     fs, path = storage.filesystem(uri)
     if fmt == "parquet":
         try:
-            table = pq.read_table(path, filesystem=fs)
+            with fs.open_input_file(path) as f:
+                file = pq.ParquetFile(f)
+                raw = file.read(columns=[c for c in schema.names if c in file.schema_arrow.names])
         except (pa.ArrowInvalid, OSError) as e:
             why = f"unreadable Parquet file: {e}"
             return with_corrupt(nulls(schema, 1), np.ones(1, dtype=bool), lambda _: why, lambda _: uri)
-        table, bad = cast_rows(table, schema)
-        raw = pq.read_table(path, filesystem=fs) if bad.any() else None
+        table, bad = cast_rows(raw, schema)
         return with_corrupt(table, bad, lambda i: row_text(raw, i), lambda i: f"{uri}:row {i}")
     with fs.open_input_stream(path) as f:
         data = f.read()
