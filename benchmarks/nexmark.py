@@ -35,6 +35,7 @@ import gc
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 
@@ -111,6 +112,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Spark's Python workers: this venv
     bids = write_bids(os.path.join(args.dir, "bids"), args.events, args.batches)
     spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", args.driver_memory)
              .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
