@@ -10,7 +10,7 @@ import difflib
 from dataclasses import replace
 
 from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, END_OF_INPUT, MALFORMED_EVENTS,
-                                                      PROC_TIME_COLUMN, SourceConfig)
+                                                       PROC_TIME_COLUMN, SourceConfig)
 from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
 from spark_windowing.datasource.options.reference import options_of

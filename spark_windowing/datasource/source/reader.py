@@ -44,7 +44,7 @@ from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
-                                               corrupt_sample, malformed_sample, recorded_options)
+                                                      corrupt_sample, malformed_sample, recorded_options)
 from spark_windowing.datasource.source.affinity import keep_open, shard_to_run, slots
 from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
 from spark_windowing.datasource._memory import release_arrow_memory

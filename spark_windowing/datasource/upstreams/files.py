@@ -38,7 +38,7 @@ from spark_windowing.datasource.options.ddl import DDL_FORMS, parse_ddl
 from spark_windowing.datasource.storage.layout import source_manifest
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing.datasource.upstreams.corrupt import (CORRUPT_FIELDS, cast_rows, clean, nulls, parse_lines,
-                                                         row_text, with_corrupt)
+                                                          row_text, with_corrupt)
 from spark_windowing.panes import CORRUPT_RECORD, ORIGIN
 from spark_windowing.errors import OptionError
 
