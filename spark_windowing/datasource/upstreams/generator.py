@@ -10,7 +10,6 @@ if given; ``Trigger.AvailableNow`` stops there (the generator bounds itself).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -19,9 +18,8 @@ import pyarrow.compute as pc
 
 from spark_windowing._hash import mix as _mix
 from spark_windowing._time import parse_duration
-from spark_windowing.datasource.options.values import int_option
+from spark_windowing.datasource.options.values import fraction_value, instant_value, suffixed
 from spark_windowing.datasource.upstreams.base import Upstream
-from spark_windowing.errors import OptionError
 
 GENERATOR_SCHEMA = pa.schema([
     ("user_id", pa.string()), ("page", pa.string()),
@@ -44,11 +42,39 @@ class GeneratorConfig:
     start_time: int = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
 
 
-class GeneratorUpstream(Upstream):
-    """Positions: the count of events generated (int). Settings: a ``GeneratorConfig``."""
+class CountedUpstream(Upstream):
+    """An upstream whose position is the count of events generated so far (an int): a batch
+    ``[start, end)`` is ``batch_and_total()[0]`` more events (or the ``max_rows`` read limit), up
+    to the total; ``Trigger.AvailableNow`` stops there. Reads nothing from storage."""
 
     needs_path = False
     limits_files = False
+
+    def batch_and_total(self) -> tuple[int, int | None]:
+        """(events per batch, total events or None: unbounded)."""
+        raise NotImplementedError
+
+    def initial_position(self) -> int:
+        return 0
+
+    def latest_position(self, start: Any, max_files: int | None, max_rows: int | None) -> int:
+        """A batch more events (or ``max_rows``), up to the total; files do not count."""
+        per_batch, total = self.batch_and_total()
+        end = start + (max_rows or per_batch)
+        if total is not None:
+            end = min(end, total)
+        return max(start, end)
+
+    def available_now_target(self) -> None:
+        return None
+
+    def plan(self, start: Any, end: Any) -> list[int]:
+        return [int(start), int(end)]
+
+
+class GeneratorUpstream(CountedUpstream):
+    """Positions: the count of events generated (int). Settings: a ``GeneratorConfig``."""
+
     OPTIONS = ("eventsperbatch", "totalevents", "keys", "eventinterval", "disorder", "latefraction", "seed",
                "starttime")
 
@@ -64,22 +90,8 @@ class GeneratorUpstream(Upstream):
         declared = self.declared_schema()
         return GENERATOR_SCHEMA if declared is None else declared
 
-    def initial_position(self) -> int:
-        return 0
-
-    def latest_position(self, start: Any, max_files: int | None, max_rows: int | None) -> int:
-        """``eventsPerBatch`` (or ``max_rows``) more events, up to ``totalEvents``; files do not count."""
-        g = self.settings
-        end = start + (max_rows or g.events_per_batch)
-        if g.total_events is not None:
-            end = min(end, g.total_events)
-        return max(start, end)
-
-    def available_now_target(self) -> None:
-        return None
-
-    def plan(self, start: Any, end: Any) -> list[int]:
-        return [int(start), int(end)]
+    def batch_and_total(self) -> tuple[int, int | None]:
+        return self.settings.events_per_batch, self.settings.total_events
 
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
         """Every column (the events are generated whole)."""
@@ -111,12 +123,7 @@ def generate(g: GeneratorConfig, start: int, end: int) -> pa.Table:
 def parse_generator_options(options: dict[str, str], suffix: str = "") -> GeneratorConfig:
     """The generator's options; a join's generated stream 2 reads ``<option>2``, defaulting to the
     unsuffixed option, and ``seed2`` defaults to ``seed + 1`` (a different stream, not a copy)."""
-    def get(name: str, default: str | None = None) -> str | None:
-        return options.get(name.lower() + suffix, options.get(name.lower(), default))
-
-    def num(name: str, **kw) -> int | None:
-        return int_option({(name + suffix).lower(): v} if (v := get(name)) is not None else {}, name + suffix, **kw)
-
+    get, num = suffixed(options, suffix)
     seed = num("seed", default=42)
     if suffix and options.get("seed" + suffix) is None:
         seed = (seed or 0) + 1
@@ -127,29 +134,8 @@ def parse_generator_options(options: dict[str, str], suffix: str = "") -> Genera
         event_interval=parse_duration(get("eventInterval", "10 milliseconds"), option="eventInterval" + suffix,
                                       allow_zero=False),
         disorder=parse_duration(get("disorder", "0 seconds"), option="disorder" + suffix),
-        late_fraction=_fraction(get("lateFraction", "0"), option="lateFraction" + suffix),
+        late_fraction=fraction_value(get("lateFraction", "0"), option="lateFraction" + suffix),
         seed=seed,
-        start_time=_start_time(get("startTime"), option="startTime" + suffix),
+        start_time=GeneratorConfig.start_time if get("startTime") is None else
+        instant_value(get("startTime"), option="startTime" + suffix),
     )
-
-
-def _fraction(raw: str, option: str = "lateFraction") -> float:
-    try:
-        v = float(raw)
-    except ValueError:
-        raise OptionError(option, raw, "a number between 0 and 1") from None
-    if not 0 <= v <= 1:
-        raise OptionError(option, raw, "a number between 0 and 1")
-    return v
-
-
-def _start_time(raw: str | None, option: str = "startTime") -> int:
-    if raw is None:
-        return GeneratorConfig.start_time
-    try:
-        d = datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
-    except ValueError:
-        raise OptionError(option, raw, "an ISO-8601 timestamp such as 2026-01-01T00:00:00Z") from None
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=timezone.utc)
-    return int(d.timestamp() * 1_000_000)

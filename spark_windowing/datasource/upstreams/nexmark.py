@@ -16,30 +16,22 @@ from typing import Any
 import pyarrow as pa
 
 from spark_windowing._time import parse_duration
-from spark_windowing.datasource.options.values import int_option
-from spark_windowing.datasource.upstreams.base import Upstream
-from spark_windowing.datasource.upstreams.generator import _fraction, _start_time
+from spark_windowing.datasource.options.values import fraction_value, instant_value, suffixed
+from spark_windowing.datasource.upstreams.generator import CountedUpstream
 from spark_windowing.errors import OptionError
 from spark_windowing.nexmark import BASE_TIME, KINDS, SCHEMAS, NexmarkConfig, generate
 
 
-class NexmarkUpstream(Upstream):
+class NexmarkUpstream(CountedUpstream):
     """Positions: the count of stream positions generated (int). Settings: ``(kind, NexmarkConfig,
     events per batch)``."""
 
-    needs_path = False
-    limits_files = False
     OPTIONS = ("nexmarkevents", "eventsperbatch", "totalevents", "eventspersecond", "starttime",
                "outofordergroupsize", "probdelayedevent", "occasionaldelay", "seed")
 
     @classmethod
     def parse_options(cls, options: dict[str, str], spec, suffix: str = "") -> Any:
-        def get(name: str, default: str | None = None) -> str | None:
-            return options.get(name.lower() + suffix, options.get(name.lower(), default))
-
-        def num(name: str, **kw) -> int | None:
-            return int_option({(name + suffix).lower(): v} if (v := get(name)) is not None else {}, name + suffix, **kw)
-
+        get, num = suffixed(options, suffix)
         kind = (get("nexmarkEvents", "bid") or "").strip().lower()
         if kind not in KINDS:
             raise OptionError("nexmarkEvents" + suffix, get("nexmarkEvents"), ", ".join(KINDS))
@@ -47,9 +39,9 @@ class NexmarkUpstream(Upstream):
         config = NexmarkConfig(
             events_per_second=num("eventsPerSecond", minimum=1, default=10_000),
             total_events=num("totalEvents", minimum=0),
-            start_time=BASE_TIME if start is None else _start_time(start, option="startTime" + suffix),
+            start_time=BASE_TIME if start is None else instant_value(start, option="startTime" + suffix),
             out_of_order_group_size=num("outOfOrderGroupSize", minimum=1, default=1),
-            prob_delayed_event=_fraction(get("probDelayedEvent", "0"), option="probDelayedEvent" + suffix),
+            prob_delayed_event=fraction_value(get("probDelayedEvent", "0"), option="probDelayedEvent" + suffix),
             occasional_delay=parse_duration(get("occasionalDelay", "3 seconds"), option="occasionalDelay" + suffix),
             seed=num("seed", minimum=0, default=0))
         return kind, config, num("eventsPerBatch", minimum=1, default=10_000)
@@ -57,22 +49,9 @@ class NexmarkUpstream(Upstream):
     def schema(self) -> pa.Schema:
         return SCHEMAS[self.cfg.settings[0]]
 
-    def initial_position(self) -> int:
-        return 0
-
-    def latest_position(self, start: Any, max_files: int | None, max_rows: int | None) -> int:
-        """``eventsPerBatch`` (or ``max_rows``) more positions, up to ``totalEvents``."""
+    def batch_and_total(self) -> tuple[int, int | None]:
         _, g, per_batch = self.cfg.settings
-        end = start + (max_rows or per_batch)
-        if g.total_events is not None:
-            end = min(end, g.total_events)
-        return max(start, end)
-
-    def available_now_target(self) -> None:
-        return None
-
-    def plan(self, start: Any, end: Any) -> list[int]:
-        return [int(start), int(end)]
+        return per_batch, g.total_events
 
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
         kind, g, _ = self.cfg.settings
