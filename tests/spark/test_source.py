@@ -180,7 +180,7 @@ def test_conf_defaults_and_explicit_options(spark, tmp_path):
     ("aggregate", "summ(v)", "unknown aggregate function"),
     ("allowedLateness", "-5 seconds", "allowedLateness"),
     ("keyColumns", "nope", "nope"),
-    ("source", "kinesis", "delta, parquet, json, csv, generator, panes, kafka"),
+    ("source", "kinesis", "delta, parquet, json, csv, generator, nexmark, panes, kafka"),
     ("compactEvery", "-1", "an integer >= 0"),
     ("vacuumRetention", "soon", "a Spark interval"),
 ])
