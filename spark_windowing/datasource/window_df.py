@@ -1,133 +1,124 @@
 """``spark_windowing.window(df, **options)``: the windowed operator as a transformation of any
-streaming DataFrame (Spark's Kafka source + ``from_json``, a join, a filter, the rate source),
-with state and exactly-once through Spark's own checkpoint.
+streaming DataFrame (Spark's Kafka source + ``from_json``, a join, a filter, the rate source).
 
 >>> panes = spark_windowing.window(events, window="tumbling(1 minute)", aggregate="count(*) AS n",  # doctest: +SKIP
 ...                                timestampColumn="event_time", keyColumns="user_id")
 
 The options are ``format("windowed")``'s operator options, case-insensitive, parsed by the same
-code (``options.time_options`` / ``options.operator_spec``); the panes have the same schema.
+code (``options.time_options`` / ``options.operator_spec``), plus ``stateLocation``; the panes have
+the same schema.
 
-How it runs (one Spark query, its checkpoint the only thing to keep)::
+How it runs (one Spark query; Spark sees a *stateless* one)::
 
-    df ─ withColumn(__sw_wm = event time as a timestamp) ─ withWatermark(__sw_wm, <delay>)
-       ─ __sw_wm cast to long (drops the watermark marker) ─ __sw_shard = pmod(xxhash64(keys), shards)
-       ─ groupBy(__sw_shard).transformWithStateInPandas(_WindowProcessor, timeMode="EventTime")
+    df ─ __sw_wm = event time − delay (µs; null when beyond maxEventTimeAhead)
+       ─ __sw_bt = the batch's timestamp ─ __sw_part = a label of the key's shard
+       ─ repartition(shards, __sw_part) ─ mapInArrow(_ShardStep)      one task per shard
 
-* **One Python call per shard and micro-batch.** Rows are grouped by a key *shard*, not by key:
-  ``handleInputRows`` gets all of a shard's rows of the batch (pandas frames made from Arrow),
-  turns them into one Arrow table and runs one ``StateStore.step`` over it — the same vectorized
-  step the ``format("windowed")`` reader runs per shard.
-* **Watermark: Spark's, which equals ours.** ``watermark=bounded(d)`` (the default, d = 0) is
-  ``withWatermark(<event time>, d)`` and ``column(c)`` is ``withWatermark(c, 0)``: Spark's one
-  global watermark per query is the max event time (of ``c``) over the batches before, minus d
-  — the progression the reader computes from its shards' reports. The processor reads it
-  (``TimerValues.getCurrentWatermarkInMs``) and steps the operator with it. Spark keeps event
-  times in milliseconds: with sub-millisecond event times the watermark is the max truncated to
-  the millisecond, minus d (the reader's is exact to the microsecond).
-* **No rows dropped by Spark.** Spark's stateful operators drop input rows older than the
-  watermark when the input column carries the watermark marker; the operator decides lateness
-  itself (``window end + allowedLateness <= watermark``, a later rule), so the marker is removed
-  (the cast) before ``transformWithStateInPandas`` and every row reaches the operator. So is the
-  marker of a ``withWatermark`` the DataFrame already has (``_unmarked``).
-* **Timers fire windows when no data arrives.** After each step the shard registers one
-  event-time timer, at the operator's next event-time timer (ms, rounded up); Spark runs a no-data
-  batch when the watermark advances and calls ``handleExpiredTimer``, which steps the operator
-  with no events. Spark calls a shard's input rows before its timers within a batch; a timer call
-  in a batch whose input call already stepped (same batch timestamp) does nothing.
-* **State in Spark's state store, written incrementally.** The ``StateStore`` (key buckets,
-  manifest, segments holding only the buckets a step changed) is kept in a ``MapState``
-  (name -> bytes) of the shard, through ``_MapStateIO``: a step reads the manifest and the
-  buckets it needs, and writes the changed buckets' segment and a new manifest. Spark versions
-  the state store with the checkpoint, so a replayed batch starts from the state its first
-  attempt started from. A Python worker keeps a shard's store open between batches and reuses
-  it only when it is exactly the state Spark hands over (same step count, same manifest digest),
-  so a shard that stays on its worker does not reload its buckets each batch.
+* **One shuffle, no sort, no pandas.** Rows go to their key shard's partition (``shards``, by
+  default the cores Spark has; ``shard_labels``: partition i holds exactly shard i, whatever
+  ``spark.sql.shuffle.partitions`` is, so every core works); the task reads its Arrow batches and runs one ``StateStore.step`` over them: the
+  vectorized step the ``format("windowed")`` reader runs per shard.
+* **State under ``stateLocation``, versioned by Spark's batch id.** Each shard keeps the reader's
+  ``StateStore`` (key buckets, manifests, segments) under ``<stateLocation>/shards/<i>``: the state
+  after batch b is snapshot ``b + 1``. Batch b opens snapshot b, so a batch Spark replays (a task
+  retried, a restart after ``kill -9``) starts from the state its first attempt started from and
+  gives the same panes. Without the option, ``stateLocation`` is
+  ``<spark.sql.streaming.checkpointLocation or the warehouse dir>/window-df-state/<query id>``: the
+  query id is kept in the checkpoint, so a restart from the checkpoint finds its state.
+* **The watermark: the reader's rule, from the shards' reports.** Every task writes a report per
+  batch with the largest ``__sw_wm`` seen so far; batch b's watermark is the largest over the
+  shards' reports of batch b − 1 (the delay is already subtracted). That is Spark's rule too: a
+  batch's watermark comes from the batches before it. ``watermark=bounded(d)`` (default d = 0) is
+  the event time − d, ``column(c)`` is c; a DataFrame's own ``withWatermark(c, d)`` is c − d (with
+  several, the least per row). Exact to the microsecond.
+* **No row dropped by Spark.** A stateless query drops nothing: every row reaches the operator,
+  which decides lateness itself (late panes, or the late table).
+* **Windows close at the next micro-batch.** A window fires in the first batch whose watermark
+  passes its end, as with ``format("windowed")`` — but Spark runs a stateless query's batch only
+  when input arrives. So when the input stops, the windows its last rows closed fire with the
+  next input (``format("windowed")`` runs one more batch without input for them). For a bounded
+  input read ``availableNow``, end it with an event past the last window (see docs).
 * **Late and malformed rows, exactly once.** With ``lateDataPath`` the shard appends its step's
   late rows to that Delta table with a Delta application transaction (writer id from
-  ``queryName`` or the spec, and the shard; version: the shard's step count, kept in the state):
-  a replayed batch has the same step count and appends nothing twice.
+  ``queryName`` or the spec, and the shard; version: the batch id + 1): a replayed batch appends
+  nothing twice.
 
 Differences from ``format("windowed")`` (each refused with an ``OptionError`` naming the option,
 the value and the accepted forms):
 
-* upstream options (``source``, ``path``, ``schema``, ``kafka.*``, ``maxFilesPerTrigger``, ...,
-  ``stateLocation``): the DataFrame is the upstream, the checkpoint the state;
-* ``watermark=processing(...)`` and ``watermarkIdleTimeout``: Spark's watermark moves only with
-  event times; processing-time windows (no ``timestampColumn``) and processing-time triggers
-  (``AfterProcessingTime``, ``ContinuousProcessingTime``): the processor runs in Spark's
-  event-time mode, which has no processing-time timers;
+* upstream options (``source``, ``path``, ``schema``, ``kafka.*``, ``maxFilesPerTrigger``, ...):
+  the DataFrame is the upstream;
+* ``watermark=processing(...)`` and ``watermarkIdleTimeout``, processing-time windows (no
+  ``timestampColumn``) and processing-time triggers (``AfterProcessingTime``,
+  ``ContinuousProcessingTime``): nothing runs between the batches Spark starts for input;
 * joins of two streams (``source2``/``join``): join the DataFrames in Spark and window the result;
 * ``malformedEvents=fail-if-all``: it needs every shard's counts on the driver; ``window(df)``
   defaults to ``late`` (malformed rows go to the late table) and accepts ``fail``.
 
-``batch_seq`` in pane and late rows is the shard's step count (Spark does not tell a stateful
-processor its batch id) and ``batch_time`` Spark's batch timestamp; both are per micro-batch as in
-``format("windowed")``, but their values differ from a ``format("windowed")`` run's.
-A DataFrame that already has a ``withWatermark`` keeps it, and that watermark is the operator's:
-Spark allows one watermark per stream (a second ``withWatermark`` fails the query, "Redefining
-watermark is disallowed"), so ``window`` adds none and refuses a ``watermark`` option then. Its
-rows behind that watermark still reach the operator (late panes or the late table, never dropped).
+``batch_seq`` in pane and late rows is Spark's batch id + 1 and ``batch_time`` Spark's batch
+timestamp (a shard without input in a batch stamps the panes it fires with its step's time).
+A DataFrame that already has a ``withWatermark`` keeps it and that watermark is the operator's; a
+``watermark`` option is refused then, as Spark refuses a second one.
 
 The pane schema carries the producing spec in ``window_start``'s metadata, as ``format("windowed")``'s
 does, so the windowed sink records it, refuses panes of another spec into the same tables, and
 marks windows closed in ``current``.
-
-The query needs ``spark.sql.streaming.stateStore.providerClass`` set to RocksDB's provider
-(``RocksDBStateStoreProvider``), as every ``transformWithState`` query does; ``window`` refuses to
-build one otherwise.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import time
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+import pyarrow.compute as pc
 
 from spark_windowing._arrow import field_type
-from spark_windowing._time import MAX_TIME, UNIT_FACTORS
-from spark_windowing.datasource.tables import pane_spec
-from spark_windowing.datasource.source import sharding
+from spark_windowing._time import UNIT_FACTORS
+from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
+from spark_windowing.datasource.options.config import SourceConfig
+from spark_windowing.datasource.options.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import int_option
-from spark_windowing.datasource.options.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
+from spark_windowing.datasource.source import shard_reports, shard_state, sharding
+from spark_windowing.datasource.source.affinity import keep_open
+from spark_windowing.datasource.storage import layout
+from spark_windowing.datasource.tables import pane_spec
 from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
-from spark_windowing.errors import OptionError, WindowingError
+from spark_windowing.errors import OptionError, SnapshotError, WindowingError
 from spark_windowing.operator import WindowedOperator
+from spark_windowing.segments import collect_garbage
 from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore
-from spark_windowing.segments import collect_garbage, manifest_digest, manifest_uri
 from spark_windowing.watermark import parse_watermark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["window", "WINDOW_OPTIONS"]
+__all__ = ["window", "WINDOW_OPTIONS", "shard_labels"]
 
 #: The options ``window(df)`` takes (lower case; names are case-insensitive).
 WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process", "evictor", "keycolumns",
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
-                  "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead")
+                  "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation")
 #: The documented spelling of each option (docs/options.md's registry), for error messages.
 _SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
-_WHY_UPSTREAM = ("an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given, "
-                 "and keeps its state in the query's checkpoint")
-#: Internal columns: the event time for Spark's watermark, the key shard.
-WM_COLUMN, SHARD_COLUMN = "__sw_wm", "__sw_shard"
+_WHY_UPSTREAM = "an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given"
+#: Internal columns: the watermark's time (µs, delay subtracted), the batch time (µs), the shard label.
+WM_COLUMN, BT_COLUMN, PART_COLUMN = "__sw_wm", "__sw_bt", "__sw_part"
+INTERNAL = (WM_COLUMN, BT_COLUMN, PART_COLUMN)
 #: The column metadata key of Spark's watermark marker (``EventTimeWatermark.delayKey``).
 _DELAY_KEY = "spark.watermarkDelayMs"
-_ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-_ROOT = "state"  # the StateStore's root inside the shard's MapState names
-#: Stores kept open in this Python worker between micro-batches, by (writer, shard): used only
-#: when they are exactly the state Spark hands over (``_WindowProcessor._open``).
-_OPEN: dict[tuple[str, int], StateStore] = {}
+#: The task-local properties Spark's micro-batch execution sets (``MicroBatchExecution.BATCH_ID_KEY``,
+#: ``StreamExecution.QUERY_ID_KEY``).
+_BATCH_ID, _QUERY_ID = "streaming.sql.batchId", "sql.streaming.queryId"
+#: Every this many batches a shard drops its older snapshots (and shard 0 older reports).
+GC_EVERY = 10
+#: (state location, spec fingerprint, shards) this worker has checked against the location's record.
+_CHECKED: set[tuple[str, str, int]] = set()
 
 
 def _check_names(raw: dict[str, Any]) -> dict[str, str]:
@@ -138,7 +129,7 @@ def _check_names(raw: dict[str, Any]) -> dict[str, str]:
         if low not in WINDOW_OPTIONS:
             if low in KNOWN_OPTIONS or low == "watermarkidletimeout" or "." in low:
                 why = _WHY_UPSTREAM if low != "watermarkidletimeout" else \
-                    "Spark's watermark moves only with event times: there is no idle timeout"
+                    "the watermark moves only with event times: there is no idle timeout"
                 raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}", why=why)
             raise unknown_option(name, value)
         out[low] = str(value).lower() if isinstance(value, bool) else str(value)
@@ -151,17 +142,17 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
     window_text, ts_col = time_options(options)
     if not ts_col:
         raise OptionError("timestampColumn", None, "the event-time column of the DataFrame",
-                          why="required: window(df) runs in Spark's event time (no processing-time windows)")
+                          why="required: window(df) runs in event time (no processing-time windows)")
     spec = operator_spec(options, window_text, ts_col)
     wm = parse_watermark(options.get("watermark"))
     if wm.kind == "processing":
         raise OptionError("watermark", options["watermark"], "bounded(<delay>) or column(<column>) with window(df)",
-                          why="Spark's watermark moves only with event times")
+                          why="the watermark of window(df) moves only with event times")
     trigger = spec.trigger.spec()
     if "processingtime" in trigger.replace(" ", "").lower():
         raise OptionError("trigger", options.get("trigger"), "triggers without processing-time parts with window(df) "
                           "(AfterWatermark, AfterCount, AfterEach, Repeatedly, ... )",
-                          why="Spark's event-time mode has no processing-time timers")
+                          why="Spark runs window(df)'s steps only for input: there are no processing-time timers")
     malformed = options.get("malformedevents", "late").strip().lower()
     if malformed not in ("late", "fail"):
         raise OptionError("malformedEvents", options.get("malformedevents"), "late, fail with window(df)",
@@ -170,7 +161,8 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
             "shards": int_option(options, "shards", minimum=1, default=default_shards),
             "buckets": int_option(options, "stateBuckets", minimum=1, default=64),
             "memory_rows": int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
-            "late_path": options.get("latedatapath") or None, "query_name": options.get("queryname")}
+            "late_path": options.get("latedatapath") or None, "query_name": options.get("queryname"),
+            "state_location": (options.get("statelocation") or "").rstrip("/") or None}
 
 
 def _time_expr(column: str, arrow_type: pa.DataType, unit: str | None):
@@ -185,94 +177,76 @@ def _time_expr(column: str, arrow_type: pa.DataType, unit: str | None):
 def window(df: "DataFrame", **options: Any) -> "DataFrame":
     """Window the streaming DataFrame ``df``: a streaming DataFrame of pane rows (the schema of
     ``format("windowed")`` with the same options). Raises ``OptionError`` for a bad option."""
+    from pyspark.sql import functions as F
     spark = df.sparkSession
-    provider = spark.conf.get("spark.sql.streaming.stateStore.providerClass", None)
-    if provider != _ROCKSDB:
-        raise OptionError("spark.sql.streaming.stateStore.providerClass", provider, _ROCKSDB,
-                          why="window(df) keeps its state with transformWithStateInPandas, which needs RocksDB")
-    cfg = parse_window_options(options, int(spark.conf.get("spark.sql.shuffle.partitions", "2")))
+    cfg = parse_window_options(options, _default_shards(spark))
     spec: OperatorSpec = cfg["spec"]
-    for name in (WM_COLUMN, SHARD_COLUMN):
+    for name in INTERNAL:
         if name in df.columns:
-            raise OptionError("df", name, "a DataFrame without the internal columns __sw_wm, __sw_shard",
+            raise OptionError("df", name, f"a DataFrame without the internal columns {', '.join(INTERNAL)}",
                               why=f"column {name!r} is used by window(df)")
     in_schema = spark_to_arrow_schema(df.schema)
     op = WindowedOperator(spec, in_schema)  # binds: key, time, aggregate columns checked here
     # the producing spec in window_start's metadata, as format("windowed") puts it: the windowed sink
     # records it, refuses panes of another spec, and closes windows in `current` by its lateness
     panes = pane_spec.annotate(arrow_to_spark_schema(op.pane_schema()), pane_spec.produced_by(spec))
-    own = _own_watermark(df)
-    if own is not None and cfg["watermark_given"]:
+    own = _marked(df)
+    if own and cfg["watermark_given"]:
         raise OptionError("watermark", next(v for k, v in options.items() if k.lower() == "watermark"),
-                          f"no watermark option: the DataFrame's own withWatermark ({own}) is the query's",
+                          "no watermark option: the DataFrame's own withWatermark (on column "
+                          f"{', '.join(repr(f.name) for f in own)}) is the query's",
                           why="Spark allows one watermark per stream (a second withWatermark fails the query: "
                               "'Redefining watermark is disallowed'); drop the option, or the DataFrame's withWatermark")
-    staged = _unmarked(df) if own is not None else _with_watermark(df, cfg["watermark"], spec, in_schema)
+    if not own:
+        _refuse_lost_watermark(df)
     if cfg["late_path"]:
         create_late_table(cfg["late_path"], op.late_schema())
-    from pyspark.sql import functions as F
+    staged = df.withColumn(WM_COLUMN, _watermark_time(own, cfg["watermark"], spec, in_schema))
+    staged = staged.withColumn(BT_COLUMN, F.unix_micros(F.current_timestamp()))
+    shards = cfg["shards"]
     keys = [F.col(k) for k in spec.key_columns]
-    shard = F.pmod(F.xxhash64(*keys), F.lit(cfg["shards"])) if keys else F.lit(0).cast("long")
-    staged = staged.withColumn(SHARD_COLUMN, shard)
+    shard = F.pmod(F.xxhash64(*keys), F.lit(shards)).cast("int") if keys else F.lit(0)
+    labels = F.array(*[F.lit(v) for v in shard_labels(shards)])
+    staged = staged.withColumn(PART_COLUMN, F.element_at(labels, shard + 1))
     writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
-    processor = _WindowProcessor(spec, in_schema, cfg, writer, spark.conf.get("spark.sql.session.timeZone"))
-    return staged.groupBy(SHARD_COLUMN).transformWithStateInPandas(
-        processor, outputStructType=panes, outputMode="Append", timeMode="EventTime")
+    step = _ShardStep(spec, in_schema, cfg, writer, _default_state_base(spark))
+    return staged.repartition(shards, PART_COLUMN).mapInArrow(step, panes)
 
 
-def _with_watermark(df: "DataFrame", wm: Any, spec: OperatorSpec, in_schema: pa.Schema) -> "DataFrame":
-    """``df`` with Spark's watermark for the ``watermark`` option (``bounded(d)``: on the event time,
-    d behind; ``column(c)``: on c) on the internal column ``__sw_wm``, its marker cast away."""
+def _watermark_time(own: list, wm: Any, spec: OperatorSpec, in_schema: pa.Schema):
+    """The Spark expression of ``__sw_wm``: the time this row moves the watermark to (µs, the delay
+    subtracted; null: it moves none). ``own``: the DataFrame's ``withWatermark`` columns (their
+    least ``column − delay``); else the ``watermark`` option (``bounded(d)``: the event time − d;
+    ``column(c)``: c). An event beyond ``maxEventTimeAhead`` of the batch moves no watermark: the
+    step sends it to the late table as ``future``."""
     from pyspark.sql import functions as F
-    wm_col = wm.column if wm.kind == "column" else spec.timestamp_column
-    wm_type = field_type(in_schema, wm_col)
-    if wm_type is None:
-        raise OptionError("watermark", f"column({wm_col})", f"column(<a column of {in_schema.names}>)",
-                          why="no such column")
-    delay_ms = math.ceil(wm.delay / 1000) if wm.kind == "bounded" else 0
-    wm_time = _time_expr(wm_col, wm_type, spec.timestamp_unit)
-    if spec.max_time_ahead is not None:  # maxEventTimeAhead: an event that far ahead of the batch moves no
-        # watermark (null: Spark's watermark follows the largest non-null time); the step sends it to the
-        # late table as ``future``
-        limit = F.timestamp_micros(F.unix_micros(F.current_timestamp()) + F.lit(spec.max_time_ahead))
-        wm_time = F.when(wm_time <= limit, wm_time)
-    return (df.withColumn(WM_COLUMN, wm_time)
-            .withWatermark(WM_COLUMN, f"{delay_ms} milliseconds")
-            .withColumn(WM_COLUMN, F.col(WM_COLUMN).cast("long")))  # no marker: Spark drops no row
+    if own:
+        times = [F.unix_micros(F.col(f"`{f.name}`").cast("timestamp")) - F.lit(int(f.metadata[_DELAY_KEY]) * 1000)
+                 for f in own]
+        wm_time = times[0] if len(times) == 1 else F.least(*times)
+    else:
+        wm_col = wm.column if wm.kind == "column" else spec.timestamp_column
+        wm_type = field_type(in_schema, wm_col)
+        if wm_type is None:
+            raise OptionError("watermark", f"column({wm_col})", f"column(<a column of {in_schema.names}>)",
+                              why="no such column")
+        delay = int(wm.delay) if wm.kind == "bounded" else 0
+        wm_time = F.unix_micros(_time_expr(wm_col, wm_type, spec.timestamp_unit)) - F.lit(delay)
+    if spec.max_time_ahead is not None:
+        event = F.unix_micros(_time_expr(spec.timestamp_column, field_type(in_schema, spec.timestamp_column),
+                                         spec.timestamp_unit))
+        limit = F.unix_micros(F.current_timestamp()) + F.lit(spec.max_time_ahead)
+        wm_time = F.when(event.isNull() | (event <= limit), wm_time)
+    return wm_time
 
 
-def _own_watermark(df: "DataFrame") -> str | None:
-    """Where ``df``'s own ``withWatermark`` is (``on column 'ts'``), or None when it has none. Read
-    from the columns' watermark markers; a watermark whose column was dropped is found in the
-    logical plan (classic PySpark only: a Connect DataFrame shows no plan)."""
-    marked = _marked(df)
-    if marked:
-        return "on column " + ", ".join(repr(f.name) for f in marked)
+def _refuse_lost_watermark(df: "DataFrame") -> None:
+    """A ``withWatermark`` whose column the DataFrame no longer has cannot be followed: refused."""
     jdf = getattr(df, "_jdf", None)
     if jdf is not None and "EventTimeWatermark" in jdf.queryExecution().logical().toString():
-        return "on a column it no longer has"
-    return None
-
-
-def _unmarked(df: "DataFrame") -> "DataFrame":
-    """``df`` with the watermark marker taken off any column of its own ``withWatermark``: in
-    event-time mode ``transformWithState`` drops input rows whose marked column is behind the
-    watermark, before the operator could send them to a late pane or the late table. The marker
-    is column metadata; re-aliasing with explicit metadata (the rest of it, or our own key when
-    nothing else is left: PySpark ignores empty metadata) replaces it. The query keeps the user's
-    watermark: it still tracks the column where it was defined."""
-    if not _marked(df):
-        return df
-    from pyspark.sql import functions as F
-
-    def column(field: Any) -> Any:
-        c = F.col(f"`{field.name}`")
-        if _DELAY_KEY not in (field.metadata or {}):
-            return c
-        rest = {k: v for k, v in field.metadata.items() if k != _DELAY_KEY}
-        return c.alias(field.name, metadata=rest or {"spark_windowing.unmarked": True})
-
-    return df.select([column(f) for f in df.schema.fields])
+        raise OptionError("df", "a withWatermark on a column it no longer has",
+                          "a DataFrame that keeps its withWatermark column, or none and the watermark option",
+                          why="window(df) follows the watermark from that column's values")
 
 
 def _marked(df: "DataFrame") -> list:
@@ -280,50 +254,52 @@ def _marked(df: "DataFrame") -> list:
     return [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
 
 
-class _Info:
-    """What ``store.collect_garbage`` reads of a listed file."""
+def _default_shards(spark: Any) -> int:
+    """``shards`` by default: the cores Spark has (``defaultParallelism``; Spark Connect, which
+    does not say: ``spark.sql.shuffle.partitions``)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect: no SparkContext
+        return max(1, int(spark.conf.get("spark.sql.shuffle.partitions", "2")))
 
-    def __init__(self, path: str) -> None:
-        self.path, self.base_name = path, path.rsplit("/", 1)[-1]
+
+def _default_state_base(spark: Any) -> str:
+    """Where the state of a query without ``stateLocation`` goes: under the session's default
+    checkpoint location, else its warehouse directory (one directory per query id)."""
+    base = spark.conf.get("spark.sql.streaming.checkpointLocation", None) or \
+        spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
+    return f"{base.rstrip('/')}/window-df-state"
 
 
-class _MapStateIO:
-    """The ``io`` of ``spark_windowing.store.StateStore`` over a ``MapState`` (name -> bytes):
-    a "file" is one entry, written and deleted with the batch's state-store version. Reads are
-    cached for one step (a segment holds many buckets, each read as a range)."""
+def _murmur3_int(value: int, seed: int = 42) -> int:
+    """Spark's ``Murmur3_x86_32.hashInt`` (what ``hash()`` and hash partitioning compute for an int)."""
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+    k = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
+    k = rotl(k, 15) * 0x1B873593 & 0xFFFFFFFF
+    h = rotl(seed ^ k, 13)
+    h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
+    h ^= 4
+    h ^= h >> 16
+    h = h * 0x85EBCA6B & 0xFFFFFFFF
+    h ^= h >> 13
+    h = h * 0xC2B2AE35 & 0xFFFFFFFF
+    h ^= h >> 16
+    return h - (1 << 32) if h >= 1 << 31 else h
 
-    def __init__(self, state: Any) -> None:
-        self.state, self.cache = state, {}
 
-    def read_bytes(self, uri: str, *, missing_ok: bool = False) -> bytes | None:
-        if uri not in self.cache:
-            row = self.state.getValue((uri,))
-            if row is None:
-                if missing_ok:
-                    return None
-                raise FileNotFoundError(uri)
-            self.cache[uri] = bytes(row[0])
-        return self.cache[uri]
-
-    def read_range(self, uri: str, offset: int, length: int) -> bytes:
-        data = self.read_bytes(uri)
-        assert data is not None
-        return data[offset:offset + length]
-
-    def write_atomic(self, uri: str, data: bytes, *, durable: bool = True) -> None:
-        self.state.updateValue((uri,), (bytes(data),))
-        self.cache[uri] = bytes(data)
-
-    def exists(self, uri: str) -> bool:
-        return uri in self.cache or self.state.containsKey((uri,))
-
-    def list_dir(self, uri: str) -> list[_Info]:
-        prefix = uri.rstrip("/") + "/"
-        return [_Info(k) for (k,) in self.state.keys() if k.startswith(prefix)]
-
-    def delete(self, uri: str, *, recursive: bool = False) -> None:
-        self.state.removeKey((uri,))
-        self.cache.pop(uri, None)
+def shard_labels(shards: int) -> list[int]:
+    """For each shard i, the smallest int that Spark's ``repartition(shards, col)`` sends to
+    partition i (``pmod(murmur3(label, 42), shards)``): with these labels partition i holds
+    exactly shard i, so no two shards share a task while a core idles."""
+    labels: list[int | None] = [None] * shards
+    found, value = 0, 0
+    while found < shards:
+        p = _murmur3_int(value) % shards
+        if labels[p] is None:
+            labels[p], found = value, found + 1
+        value += 1
+    return labels  # type: ignore[return-value]
 
 
 #: ``OperatorSpec.describe()`` keys -> the option that sets them (for the changed-spec error).
@@ -332,114 +308,122 @@ _SPEC_OPTIONS = {"window": "window", "trigger": "trigger", "accumulation_mode": 
                  "keys": "keyColumns"}
 
 
-class _WindowProcessor(StatefulProcessor):
-    """One key shard's operator: ``handleInputRows`` steps it with the shard's rows of the batch,
-    ``handleExpiredTimer`` with none (a watermark passed a window's timer)."""
+class _ShardStep:
+    """What ``mapInArrow`` runs: the task of partition i is shard i's step of the micro-batch."""
 
-    def __init__(self, spec: OperatorSpec, in_schema: pa.Schema, cfg: dict, writer: str, tz: str) -> None:
-        self.spec, self.in_schema, self.writer, self.tz = spec, in_schema, writer, tz
+    def __init__(self, spec: OperatorSpec, in_schema: pa.Schema, cfg: dict, writer: str, state_base: str) -> None:
+        self.spec, self.in_schema, self.writer, self.state_base = spec, in_schema, writer, state_base
         self.shards, self.buckets, self.memory_rows = cfg["shards"], cfg["buckets"], cfg["memory_rows"]
-        self.late_path, self.malformed = cfg["late_path"], cfg["malformed"]
-        # what the checkpoint records of the spec (fingerprint and readable fields), computed once
-        self._fingerprint = spec.fingerprint()
-        self._spec_record = json.dumps({"fingerprint": self._fingerprint, **spec.describe()}, sort_keys=True,
-                                       default=str)
+        self.late_path, self.malformed, self.state = cfg["late_path"], cfg["malformed"], cfg["state_location"]
+        self._record = {"fingerprint": spec.fingerprint(), "shards": self.shards,
+                        "spec": json.loads(json.dumps(spec.describe(), default=str))}
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.blobs = handle.getMapState("sw_state", StructType([StructField("name", StringType())]),
-                                        StructType([StructField("data", BinaryType())]))
-        self.meta = handle.getValueState("sw_meta", StructType([StructField("seq", LongType()),
-                                                                StructField("batch_time", LongType()),
-                                                                StructField("shards", LongType()),
-                                                                StructField("spec", StringType())]))
-
-    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
-        frames = [f for f in rows if len(f)]
-        events = self._to_arrow(frames) if frames else None
-        yield from self._step(key, events, timerValues, timer=False)
-
-    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-        yield from self._step(key, None, timerValues, timer=True)
-
-    def close(self) -> None:
-        pass
-
-    def _to_arrow(self, frames: list) -> pa.Table:
-        import pandas as pd
-        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        pdf = pdf.drop(columns=[WM_COLUMN, SHARD_COLUMN], errors="ignore")  # the key may not be passed
-        for f in self.in_schema:  # Spark hands timestamps over as naive session-time-zone values
-            if pa.types.is_timestamp(f.type) and f.type.tz and getattr(pdf[f.name].dt, "tz", 1) is None:
-                pdf[f.name] = pdf[f.name].dt.tz_localize(self.tz)
-        return pa.Table.from_pandas(pdf, schema=self.in_schema, preserve_index=False)
-
-    def _check_recorded(self, shards: int | None, spec: str | None) -> None:
-        """The checkpoint's state was written with one shard count and windowing spec: another
-        would route keys to shards holding none of their state, or read it under other rules."""
-        if shards is not None and shards != self.shards:
-            raise OptionError("shards", self.shards, f"{shards}, the value this checkpoint's state was written with",
-                              why="window(df) keeps each key shard's state in the query's checkpoint, so the shard "
-                                  "count is fixed for the checkpoint's life; to change it, start with a new "
-                                  "checkpointLocation")
-        if spec is not None and json.loads(spec)["fingerprint"] != self._fingerprint:
-            recorded, now = json.loads(spec), json.loads(self._spec_record)
-            changed = [k for k in _SPEC_OPTIONS if recorded.get(k) != now.get(k)] or ["aggregate"]
-            option = _SPEC_OPTIONS.get(changed[0], changed[0])
-            raise OptionError(option, now.get(changed[0], "(changed)"),
-                              f"{recorded.get(changed[0], 'the value')} (what this checkpoint's state was written with)",
-                              why=f"the windowing spec changed since the checkpoint was written "
-                                  f"({', '.join(_SPEC_OPTIONS.get(k, k) for k in changed)}); keep it, or start with "
-                                  "a new checkpointLocation")
-
-    def _open(self, io: _MapStateIO, shard: int, seq: int) -> StateStore:
-        """The shard's store as of step ``seq``: this worker's open one when it is exactly the state
-        in Spark's state store (same step, same manifest digest: not a replay, not moved to
-        another worker in between), else opened from the state store's manifest."""
-        cached = _OPEN.pop((self.writer, shard), None)
-        if cached is not None and seq > 0 and cached.op.seq == seq:
-            blob = io.read_bytes(manifest_uri(_ROOT, seq), missing_ok=True)
-            if blob is not None and manifest_digest(blob) == cached.manifest_digest:
-                cached.io = io
-                return cached
-        return StateStore.open(self.spec, io, _ROOT, seq, self.in_schema, buckets=self.buckets,
-                               max_rows=self.memory_rows)
-
-    def _step(self, key: Any, events: pa.Table | None, timer_values: Any, *, timer: bool) -> Iterator[Any]:
-        seq, last_bt, shards, spec = self.meta.get() or (0, None, None, None)
-        self._check_recorded(shards, spec)
-        bt = int(timer_values.getCurrentProcessingTimeInMs())
-        if timer and last_bt == bt:  # this batch's input call stepped the shard already
-            return
-        shard = int(key[0])
-        wm_ms = int(timer_values.getCurrentWatermarkInMs())
-        io = _MapStateIO(self.blobs)
-        store = self._open(io, shard, seq)
-        key_hash = None
-        if events is not None and self.spec.key_columns:
-            key_hash = sharding.key_hash(events, self.spec.key_columns)
-        panes, late, malformed = [], [], 0
-        for part in store.step_parts(events, watermark=wm_ms * 1000 if wm_ms > 0 else None,
-                                     processing_time=bt * 1000, batch_seq=seq + 1, key_hash=key_hash):
-            malformed += int(part.metrics.get("malformed", 0))
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        shard, batch_id = ctx.partitionId(), int(ctx.getLocalProperty(_BATCH_ID))
+        root = self.state or f"{self.state_base}/{ctx.getLocalProperty(_QUERY_ID)}"
+        self._check_recorded(root)
+        got = [b for b in batches if b.num_rows]
+        table = pa.Table.from_batches(got) if got else None
+        wm_times = table.column(WM_COLUMN) if table is not None else None
+        bt = int(table.column(BT_COLUMN)[0].as_py()) if table is not None else time.time_ns() // 1000
+        events = self._events(table) if table is not None else None
+        reports = shard_reports.read_driver_reports(root, batch_id, self.shards) if batch_id > 0 else \
+            _no_later_state(root)
+        seen = _max([r.get("max_event_us") for r in reports])
+        store = self._open(root, shard, batch_id)
+        key_hash = sharding.key_hash(events, self.spec.key_columns) if events is not None \
+            and self.spec.key_columns else None
+        late, counts = [], {"events_in": 0 if events is None else events.num_rows, "malformed": 0}
+        for part in store.step_parts(events, watermark=seen, processing_time=bt, batch_seq=batch_id + 1,
+                                     key_hash=key_hash):
+            counts["malformed"] += int(part.metrics.get("malformed", 0))
             if part.late.num_rows:
                 late.append(part.late)
             if part.panes.num_rows:
-                panes.append(part.panes)
-        if malformed and self.malformed == "fail":
-            raise WindowingError(f"malformedEvents=fail: {malformed} row(s) of key shard {shard} have no readable "
-                                 f"event time in column {self.spec.timestamp_column!r}")
+                yield from part.panes.to_batches()
+        if counts["malformed"] and self.malformed == "fail":
+            raise WindowingError(f"malformedEvents=fail: {counts['malformed']} row(s) of key shard {shard} have no "
+                                 f"readable event time in column {self.spec.timestamp_column!r}")
         if late and self.late_path:
-            append_late_rows(self.late_path, f"{self.writer}:shard-{shard}", seq + 1, pa.concat_tables(late))
-        store.persist(seq + 1)
-        collect_garbage(io, _ROOT, seq + 1)
+            append_late_rows(self.late_path, f"{self.writer}:shard-{shard}", batch_id + 1, pa.concat_tables(late))
+        store.persist(batch_id + 1)
         store.evict()
-        _OPEN[(self.writer, shard)] = store
-        self.meta.update((seq + 1, bt, self.shards, self._spec_record))
-        for t in list(self.handle.listTimers()):
-            self.handle.deleteTimer(t)
-        next_event, _ = store.next_timers()
-        if next_event < MAX_TIME:
-            self.handle.registerTimer(max(0, -(-int(next_event) // 1000)))
-        for p in panes:
-            yield p.to_pandas()
+        keep_open(root, shard, store)
+        batch_max = pc.max(wm_times).as_py() if wm_times is not None else None
+        shard_reports.write_report(root, batch_id + 1, shard, {"max_event_us": _max([seen, batch_max]), **counts})
+        if batch_id % GC_EVERY == 0 and batch_id > 0:
+            self._collect_garbage(root, shard, batch_id)
+
+    def _events(self, table: pa.Table) -> pa.Table:
+        """The batch's rows as the operator's input: internal columns dropped, Spark's Arrow types
+        (large strings, the session time zone) cast to the DataFrame's schema."""
+        columns = [table.column(f.name).cast(f.type) if table.schema.field(f.name).type != f.type
+                   else table.column(f.name) for f in self.in_schema]
+        return pa.Table.from_arrays(columns, schema=self.in_schema)
+
+    def _open(self, root: str, shard: int, batch_id: int):
+        """Shard ``shard``'s state as of the start of batch ``batch_id`` (snapshot ``batch_id``)."""
+        cfg = SourceConfig(source="dataframe", path=None, spec=self.spec, watermark=None, state_location=root,
+                           shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows)
+        return shard_state.open_store(cfg, shard, batch_id, self.in_schema)[0]
+
+    def _check_recorded(self, root: str) -> None:
+        """The state location records the shard count and spec its state was written with; a query
+        with others is refused, naming the option (keys would reach shards without their state, or
+        state be read under other rules)."""
+        checked = (root, self._record["fingerprint"], self.shards)
+        if checked in _CHECKED:
+            return
+        marker = layout.spec_marker(root)
+        raw = storage.read_bytes(marker, missing_ok=True)
+        if raw is None:
+            storage.write_atomic(marker, json.dumps(self._record, sort_keys=True).encode())
+        else:
+            recorded = json.loads(raw)
+            if "fingerprint" not in recorded or "shards" not in recorded:
+                raise SnapshotError(f"{marker} is not window(df)'s: is stateLocation {root} another query's?")
+            _refuse_changes(recorded, self._record, root)
+        _CHECKED.add(checked)
+
+    def _collect_garbage(self, root: str, shard: int, batch_id: int) -> None:
+        """Snapshots older than this batch's start, and (shard 0) reports 20 batches old."""
+        collect_garbage(storage, layout.store_root(root, shard), batch_id)
+        if shard == 0:
+            for info in storage.list_dir(layout.reports_dir(root)):
+                if info.base_name.isdigit() and int(info.base_name) < batch_id - 20:
+                    storage.delete(f"{layout.reports_dir(root)}/{info.base_name}", recursive=True)
+
+
+def _no_later_state(root: str) -> list:
+    """At batch 0: ``root`` must hold no state of later batches (another run's, with another
+    checkpoint): starting over it would mix two queries' state. Returns no reports."""
+    later = [int(i.base_name) for i in storage.list_dir(layout.reports_dir(root)) if i.base_name.isdigit()]
+    if any(seq > 1 for seq in later):
+        raise SnapshotError(f"stateLocation {root} holds state up to batch {max(later) - 1}, but this query starts "
+                            "at batch 0 (a new checkpoint): give a new stateLocation, or the checkpoint it was "
+                            "written with")
+    return []
+
+
+def _refuse_changes(recorded: dict, now: dict, root: str) -> None:
+    """An ``OptionError`` naming what changed since the state at ``root`` was written."""
+    where = (f"the value this query's state was written with (under {root}, kept with the checkpoint); "
+             "to change it, start with a new checkpointLocation and stateLocation")
+    if recorded["shards"] != now["shards"]:
+        raise OptionError("shards", now["shards"], f"{recorded['shards']}, {where}",
+                          why="each key shard's state is kept by shard")
+    if recorded["fingerprint"] != now["fingerprint"]:
+        before, after = recorded.get("spec", {}), now["spec"]
+        changed = [k for k in _SPEC_OPTIONS if before.get(k) != after.get(k)] or ["aggregate"]
+        option = _SPEC_OPTIONS.get(changed[0], changed[0])
+        raise OptionError(option, after.get(changed[0], "(changed)"),
+                          f"{before.get(changed[0], 'the value')}, {where}",
+                          why=f"the windowing spec changed since the checkpoint was written "
+                              f"({', '.join(_SPEC_OPTIONS.get(k, k) for k in changed)})")
+
+
+def _max(values: list) -> int | None:
+    present = [int(v) for v in values if v is not None]
+    return max(present) if present else None

@@ -28,7 +28,7 @@ def kafka_package() -> str:
 
 
 def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offsets: str = "",
-         engine: str = "native") -> int:
+         engine: str = "native", checkpoint: str = "") -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
@@ -38,8 +38,6 @@ def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offs
     spark = (SparkSession.builder.master("local[2]").appName("kafka-native")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").config(map=jar_confs(kafka_package()))
-             .config("spark.sql.streaming.stateStore.providerClass",  # window(df) needs RocksDB
-                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
@@ -50,7 +48,7 @@ def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offs
     parsed = raw.select(F.from_json(F.col("value").cast("string"), "k string, ts long, v long, id long").alias("j"))
     kind, secs = window.split(":")
     if engine == "window_df":
-        return _window_df(spark, parsed.select("j.*"), out, f"{kind}({secs} seconds)", delay)
+        return _window_df(spark, parsed.select("j.*"), out, f"{kind}({secs} seconds)", delay, checkpoint)
     ev = parsed.select("j.*").withColumn("et", F.timestamp_micros("ts")).withWatermark("et", f"{delay} seconds")
     w = F.window("et", f"{secs} seconds") if kind == "tumbling" else F.session_window("et", f"{secs} seconds")
     agg = ev.groupBy("k", w.alias("w")).agg(F.count("*").alias("n"), F.sum("v").alias("total"))
@@ -66,20 +64,20 @@ def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offs
     return 0
 
 
-def _window_df(spark, events, out: str, window: str, delay: str) -> int:
-    """``spark_windowing.window(df)`` over Spark's Kafka source + ``from_json``: every pane."""
+def _window_df(spark, events, out: str, window: str, delay: str, chk: str) -> int:
+    """``spark_windowing.window(df)`` over Spark's Kafka source + ``from_json``: the panes of this
+    run (from checkpoint ``chk``, state beside it: a second run goes on where the first ended)."""
     import spark_windowing
 
     panes = spark_windowing.window(events, window=window, aggregate="count(*) AS n, sum(v) AS total",
                                    timestampColumn="ts", timestampUnit="us", keyColumns="k",
-                                   watermark=f"bounded({delay} seconds)")
+                                   watermark=f"bounded({delay} seconds)", stateLocation=chk + "-state")
     name = "window_df_" + os.urandom(4).hex()
-    with tempfile.TemporaryDirectory() as chk:
-        q = (panes.writeStream.format("memory").queryName(name).option("checkpointLocation", chk)
-             .trigger(availableNow=True).start())
-        q.awaitTermination()
-        rows = spark.sql(f"SELECT k, unix_micros(window_start) AS s, unix_micros(window_end) AS e, n, total, "
-                         f"pane_timing FROM {name}").collect()
+    q = (panes.writeStream.format("memory").queryName(name).option("checkpointLocation", chk)
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    rows = spark.sql(f"SELECT k, unix_micros(window_start) AS s, unix_micros(window_end) AS e, n, total, "
+                     f"pane_timing FROM {name}").collect()
     with open(out, "w") as f:
         json.dump([[r["k"], r["s"], r["e"], r["n"], r["total"], r["pane_timing"]] for r in rows], f)
     spark.stop()

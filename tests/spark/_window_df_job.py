@@ -20,8 +20,7 @@ import spark_windowing  # noqa: E402
 def main(events: str, checkpoint: str, output: str, late: str) -> None:
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.streaming.stateStore.providerClass",
-                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+             .config("spark.sql.warehouse.dir", checkpoint + "_warehouse")   # window(df)'s state by default
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     run(spark, events, checkpoint, output, late)
@@ -29,8 +28,7 @@ def main(events: str, checkpoint: str, output: str, late: str) -> None:
 
 
 def run(spark, events: str, checkpoint: str, output: str, late: str) -> None:
-    """The query, to the end of its upstream (a test's uninterrupted run calls it in its session,
-    with RocksDB's state store provider set)."""
+    """The query, to the end of its upstream (a test's uninterrupted run calls it in its session)."""
     df = spark.readStream.schema("k string, ts timestamp, v long").option("maxFilesPerTrigger", 1).parquet(events)
     panes = spark_windowing.window(
         df, timestampColumn="ts", keyColumns="k", window="session(3 seconds)",

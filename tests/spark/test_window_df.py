@@ -1,7 +1,12 @@
 """``spark_windowing.window(df, **options)`` against ``format("windowed")``: the same events (one
 parquet file per micro-batch, read by Spark's file source and by the windowed source), the same
 options, through real Spark; the panes and late rows must be equal (but for ``batch_seq`` and
-``batch_time``, which number and time each query's own micro-batches)."""
+``batch_time``, which number and time each query's own micro-batches).
+
+window(df) is a stateless query to Spark, which runs its micro-batches only for input: the
+windows the last input closes fire with the next input (``window_df``'s docstring). So the inputs
+here end with ``closing()``'s two bundles: one that moves the watermark past every window, one
+with which window(df) fires them."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import pytest
 from deltalake import DeltaTable
 
 import spark_windowing
+from spark_windowing.datasource.window_df import shard_labels
 from spark_windowing.errors import OptionError
 from tests.spark._helpers import micros, rows, run_panes
 
@@ -25,22 +31,8 @@ SEC = 1_000_000
 T0 = 1_700_000_000 * SEC
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
 DDL = "k string, ts timestamp, v long"
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: What differs by construction between two queries: their micro-batches' numbers and times.
 RUN_COLUMNS = ("batch_seq", "batch_time")
-
-
-@pytest.fixture
-def rocksdb(spark):
-    """transformWithState needs RocksDB's state store provider (a session conf; restored after)."""
-    key = "spark.sql.streaming.stateStore.providerClass"
-    before = spark.conf.get(key, None)
-    spark.conf.set(key, ROCKSDB)
-    yield spark
-    if before is None:
-        spark.conf.unset(key)
-    else:
-        spark.conf.set(key, before)
 
 
 def write_bundles(directory, bundles: list[list[dict]]) -> None:
@@ -67,6 +59,15 @@ def make_bundles(seed: int, n_bundles: int = 6, per_bundle: int = 12) -> list[li
         out.append(bundle)
     out[3].append({"k": "a", "ts": None, "v": 7})  # malformed: no event time
     return out
+
+
+def closing(bundles: list[list[dict]], n: int = 2) -> list[list[dict]]:
+    """``bundles`` and ``n`` more of one event each (key ``~end``), an hour past the last: the first
+    moves the watermark past every window of the data, the second is the input of the micro-batch
+    in which window(df) fires them (a third: a second windowing's, whose watermark is the first's
+    panes'). Both engines read them; their own windows stay open in both."""
+    last = max(e["ts"] for b in bundles for e in b if e["ts"] is not None)
+    return bundles + [[{"k": "~end", "ts": last + 3600 * SEC, "v": v}] for v in range(n)]
 
 
 def events_stream(spark, path: str):
@@ -106,10 +107,9 @@ SLOW_CASES = ("count", "global")
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in CASES])
-def test_window_df_equals_format_windowed(rocksdb, tmp_path, case):
-    spark = rocksdb
+def test_window_df_equals_format_windowed(spark, tmp_path, case):
     events = str(tmp_path / "events")
-    write_bundles(events, make_bundles(list(CASES).index(case)))
+    write_bundles(events, closing(make_bundles(list(CASES).index(case))))
     common = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "sum(v) AS total, count(*) AS n",
               "watermark": "bounded(2 seconds)", **CASES[case]}
     want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
@@ -139,15 +139,14 @@ def test_window_df_equals_format_windowed(rocksdb, tmp_path, case):
         assert "RETRACTION" in got.column("kind").to_pylist()
 
 
-def test_window_df_over_a_stream_stream_join(rocksdb, tmp_path):
+def test_window_df_over_a_stream_stream_join(spark, tmp_path):
     """A stream-stream join's output is windowed like the events themselves: the events joined
     with themselves (each one matches itself in the batch that reads it) give format("windowed")'s
     panes of the events."""
-    spark = rocksdb
     events = str(tmp_path / "events")
     bundles = make_bundles(7)
     bundles[3] = [e for e in bundles[3] if e["ts"] is not None]  # a null time never joins
-    write_bundles(events, bundles)
+    write_bundles(events, closing(bundles))
     common = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "sum(v) AS total, count(*) AS n",
               "watermark": "bounded(2 seconds)", **CASES["tumbling"]}
     want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
@@ -182,11 +181,10 @@ def _run(panes, checkpoint: str, until_rows: int | None = None) -> pa.Table:
     return spark.table(name).toArrow()
 
 
-def test_window_df_over_the_rate_source(rocksdb, tmp_path):
+def test_window_df_over_the_rate_source(spark, tmp_path):
     """Spark's rate source at 10 rows/s (one every 100 ms, values 0, 1, ...): every 1-second window
     the watermark closed, but the first (the stream starts inside it), holds exactly 5 even and 5
     odd values; their sum is the sum of the values with those timestamps."""
-    spark = rocksdb
     df = (spark.readStream.format("rate").option("rowsPerSecond", 10).load()
           .selectExpr("timestamp AS ts", "value", "CAST(value % 2 AS INT) AS parity"))
     panes = spark_windowing.window(df, window="tumbling(1 second)", timestampColumn="ts", keyColumns="parity",
@@ -206,7 +204,6 @@ def test_window_df_over_the_rate_source(rocksdb, tmp_path):
 @pytest.mark.parametrize("options,option,why", [
     ({"source": "kafka"}, "source", "upstream option"),
     ({"path": "/x"}, "path", "upstream option"),
-    ({"stateLocation": "/x"}, "stateLocation", "checkpoint"),
     ({"kafka.bootstrap.servers": "h:1"}, "kafka.bootstrap.servers", "upstream option"),
     ({"watermark": "processing(5 seconds)"}, "watermark", "event times"),
     ({"watermarkIdleTimeout": "1 minute"}, "watermarkIdleTimeout", "idle timeout"),
@@ -215,18 +212,18 @@ def test_window_df_over_the_rate_source(rocksdb, tmp_path):
     ({"timestampColumn": None}, "timestampColumn", "event time"),
     ({"keyColumns": "nope"}, "keyColumns", "no column"),
 ])
-def test_window_df_refuses_what_it_cannot_do(rocksdb, options, option, why):
-    df = rocksdb.readStream.format("rate").load().withColumnRenamed("timestamp", "ts")
+def test_window_df_refuses_what_it_cannot_do(spark, options, option, why):
+    df = spark.readStream.format("rate").load().withColumnRenamed("timestamp", "ts")
     given = {"window": "tumbling(1 minute)", "timestampColumn": "ts", "aggregate": "count(*) AS n", **options}
     with pytest.raises(OptionError) as e:
         spark_windowing.window(df, **{k: v for k, v in given.items() if v is not None})
     assert e.value.option == option and why in str(e.value)
 
 
-def test_a_watermark_option_over_a_dataframe_with_its_own_watermark_is_refused(rocksdb):
+def test_a_watermark_option_over_a_dataframe_with_its_own_watermark_is_refused(spark):
     """Spark allows one watermark per stream: a second withWatermark would fail the query at its
     first batch ("Redefining watermark is disallowed"); refused at once, naming both."""
-    df = rocksdb.readStream.format("rate").load().withWatermark("timestamp", "5 seconds")
+    df = spark.readStream.format("rate").load().withWatermark("timestamp", "5 seconds")
     with pytest.raises(OptionError) as e:
         spark_windowing.window(df, window="tumbling(1 minute)", timestampColumn="timestamp",
                                aggregate="count(*) AS n", watermark="bounded(1 second)")
@@ -236,23 +233,26 @@ def test_a_watermark_option_over_a_dataframe_with_its_own_watermark_is_refused(r
                                   aggregate="count(*) AS n").isStreaming
 
 
-def test_window_df_names_the_state_store_it_needs(spark):
-    key = "spark.sql.streaming.stateStore.providerClass"
-    assert spark.conf.get(key, None) != ROCKSDB  # the session's default (HDFS-backed) provider
+@pytest.mark.parametrize("shards", [1, 2, 3, 5, 8])
+def test_each_key_shard_has_its_own_partition(spark, shards):
+    """The shard labels are where Spark's hash partitioning (``pmod(hash(label), n)``, Spark's own
+    Murmur3) sends each shard: partition i holds shard i, so no two shards share a task."""
+    from pyspark.sql import functions as F
+    labels = shard_labels(shards)
+    got = spark.createDataFrame([(v,) for v in labels], "label int") \
+        .select(F.pmod(F.hash("label"), F.lit(shards)).alias("p")).collect()
+    assert [r.p for r in got] == list(range(shards))
+
+
+def test_window_df_option_names_are_case_insensitive(spark):
     df = spark.readStream.format("rate").load()
-    with pytest.raises(OptionError, match="RocksDBStateStoreProvider"):
-        spark_windowing.window(df, window="tumbling(1 minute)", timestampColumn="timestamp")
-
-
-def test_window_df_option_names_are_case_insensitive(rocksdb):
-    df = rocksdb.readStream.format("rate").load()
     panes = spark_windowing.window(df, WINDOW="tumbling(1 minute)", TimestampColumn="timestamp",
                                    AGGREGATE="sum(value) AS s", keycolumns="value")
     assert panes.isStreaming
     assert panes.columns[:3] == ["value", "window_start", "window_end"] and "s" in panes.columns
 
 
-def test_a_restart_with_another_shard_count_or_window_is_refused_naming_it(rocksdb, tmp_path):
+def test_a_restart_with_another_shard_count_or_window_is_refused_naming_it(spark, tmp_path):
     """The checkpoint holds each key shard's state: another shard count would route keys to shards
     without their state, another spec would read it under other rules. Refused, named, in the
     first micro-batch of the restart. Both changes are tried on the same checkpoint, one after the
@@ -264,7 +264,7 @@ def test_a_restart_with_another_shard_count_or_window_is_refused_naming_it(rocks
              "window": "tumbling(8 seconds)", "watermark": "bounded(2 seconds)"}
 
     def run(options: dict):   # a file sink: a query that restarts from its checkpoint
-        df = events_stream(rocksdb, events)
+        df = events_stream(spark, events)
         q = (spark_windowing.window(df, **options).writeStream.format("parquet")
              .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "chk"))
              .trigger(availableNow=True).start())
@@ -280,7 +280,7 @@ def test_a_restart_with_another_shard_count_or_window_is_refused_naming_it(rocks
         assert option in str(failed.value) and "checkpoint" in str(failed.value), str(failed.value)[-1500:]
 
 
-def test_window_df_into_the_windowed_sink_closes_windows_and_keeps_its_spec(rocksdb, tmp_path):
+def test_window_df_into_the_windowed_sink_closes_windows_and_keeps_its_spec(spark, tmp_path):
     """window(df)'s panes carry their spec as format("windowed")'s do: the windowed sink marks
     windows closed in ``current`` (end + allowedLateness <= watermark) and refuses panes of another
     window into the same tables, naming the option."""
@@ -290,7 +290,7 @@ def test_window_df_into_the_windowed_sink_closes_windows_and_keeps_its_spec(rock
                "watermark": "bounded(2 seconds)", **CASES["tumbling"]}
 
     def start(opts: dict, checkpoint: str):
-        df = events_stream(rocksdb, events)
+        df = events_stream(spark, events)
         return (spark_windowing.window(df, **opts).writeStream.format("windowed")
                 .option("path", str(tmp_path / "panes")).option("checkpointLocation", checkpoint)
                 .trigger(availableNow=True).start())
@@ -314,18 +314,78 @@ def test_window_df_into_the_windowed_sink_closes_windows_and_keeps_its_spec(rock
     assert "tumbling(8 seconds)" in str(refused.value) and "tumbling(4 seconds)" in str(refused.value)
 
 
-def test_an_event_from_2099_moves_no_watermark_of_window_df(rocksdb, tmp_path):
+def test_an_event_from_2099_moves_no_watermark_of_window_df(spark, tmp_path):
     """``maxEventTimeAhead`` in window(df): the 2099 event is the late table's one ``future`` row,
     the watermark window(df) sets stays with the real events, and every real window fires."""
-    bundles = [[{"k": "a", "ts": T0 + b * 4 * SEC + i * SEC, "v": 1} for i in range(3)] for b in range(4)]
+    bundles = [[{"k": "a", "ts": T0 + b * 4 * SEC + i * SEC, "v": 1} for i in range(3)] for b in range(5)]
     bundles[1].append({"k": "phone", "ts": 4_070_908_800 * SEC, "v": 1})   # 2099-01-01
     write_bundles(str(tmp_path / "in"), bundles)
-    panes = run_window_df(rocksdb, str(tmp_path / "in"),
+    panes = run_window_df(spark, str(tmp_path / "in"),
                           {"window": "tumbling(4 seconds)", "keyColumns": "k", "timestampColumn": "ts",
                            "aggregate": "count(*) AS n", "lateDataPath": str(tmp_path / "late")}, str(tmp_path / "chk"))
     late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table().to_pylist()
     assert [(r["k"], r["reason"]) for r in late] == [("phone", "future")]
-    # bundles 0-2's windows close on bundle 3's events; with the 2099 event counted, Spark's
-    # watermark would have closed bundle 2 and 3's windows as well, and bundle 2's rows been too late
+    # bundles 0-2's windows close on bundle 3's events and fire with bundle 4's (window(df) steps
+    # for input); with the 2099 event counted, the watermark would have closed every window at
+    # bundle 2, and the rows of bundles 2-4 been too late
     assert sorted((micros(r["window_start"]), r["n"]) for r in panes.to_pylist()) == \
         [(T0 + b * 4 * SEC, 3) for b in range(3)]
+
+
+#: Two windowings chained (Apex's window propagation): per-key sums with a retracting pane every
+#: batch, then the top 2 keys of each window (window=inherit: RETRACTION rows subtracted).
+STAGE1 = {"timestampColumn": "ts", "keyColumns": "k", "window": "tumbling(8 seconds)", "aggregate": "sum(v) AS total",
+          "trigger": "AfterWatermark(early=AfterCount(1))", "accumulationMode": "accumulating_and_retracting",
+          "watermark": "bounded(2 seconds)"}
+STAGE2 = {"window": "inherit", "aggregate": "spark_windowing.accumulations:TopN(2, total, k)",
+          "trigger": "AfterWatermark(early=AfterCount(1))", "accumulationMode": "accumulating_and_retracting"}
+
+
+def test_two_windowings_in_one_query_equal_two_chained_queries(spark, tmp_path):
+    """``window(format("windowed") panes, window="inherit")``: both stages in one query, exactly
+    once by its one checkpoint, give the panes and late rows of the two-query form (stage 1 into
+    the windowed sink, stage 2 ``source=panes`` reading one of stage 1's batches per micro-batch,
+    as the one query's second stage steps with each of stage 1's)."""
+    events = str(tmp_path / "events")
+    write_bundles(events, closing(make_bundles(11), n=3))
+    source = {**STAGE1, "source": "parquet", "path": events, "maxFilesPerTrigger": "1"}
+
+    def stage1(state: str):
+        reader = spark.readStream.format("windowed")
+        for k, v in {**source, "stateLocation": str(tmp_path / state)}.items():
+            reader = reader.option(k, v)
+        return reader.load()
+
+    q = (stage1("state1").writeStream.format("windowed").option("path", str(tmp_path / "panes1"))
+         .option("checkpointLocation", str(tmp_path / "chk1")).trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive and q.exception() is None, q.exception()
+    want = run_panes(spark, {**STAGE2, "source": "panes", "path": str(tmp_path / "panes1"), "maxFilesPerTrigger": "1",
+                             "stateLocation": str(tmp_path / "state2"), "lateDataPath": str(tmp_path / "late2")},
+                     str(tmp_path / "chk2"))
+    got = _run(spark_windowing.window(stage1("state_one"), **STAGE2, lateDataPath=str(tmp_path / "late_one")),
+               str(tmp_path / "chk_one"))
+    assert {"EARLY", "ON_TIME"} <= set(want.column("pane_timing").to_pylist())
+    assert "RETRACTION" in want.column("kind").to_pylist()
+    assert _canonical(got) == _canonical(want)
+    assert _canonical(DeltaTable(str(tmp_path / "late_one")).to_pyarrow_table()) == \
+        _canonical(DeltaTable(str(tmp_path / "late2")).to_pyarrow_table())
+
+
+def _canonical(table: pa.Table) -> list[str]:
+    """Rows as sorted JSON, ``RUN_COLUMNS`` dropped (TopN's lists of structs do not sort as ``rows`` does)."""
+    keep = [c for c in table.column_names if c not in RUN_COLUMNS]
+    return sorted(json.dumps(r, sort_keys=True, default=str) for r in table.select(keep).to_pylist())
+
+
+def test_a_new_checkpoint_over_another_runs_state_location_is_refused(spark, tmp_path):
+    """An explicit ``stateLocation`` holding a finished run's state, under a new checkpoint (batch
+    0 again): an error naming the location, never that state mixed with a new run's."""
+    events = str(tmp_path / "events")
+    write_bundles(events, make_bundles(5, n_bundles=4))
+    options = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "count(*) AS n",
+               "window": "tumbling(8 seconds)", "stateLocation": str(tmp_path / "state")}
+    assert _run(spark_windowing.window(events_stream(spark, events), **options), str(tmp_path / "chk1")).num_rows
+    with pytest.raises(Exception) as refused:   # the query fails: awaitTermination raises its error
+        _run(spark_windowing.window(events_stream(spark, events), **options), str(tmp_path / "chk2"))
+    assert "holds state up to batch 3" in str(refused.value) and str(tmp_path / "state") in str(refused.value)

@@ -27,7 +27,7 @@ from deltalake import DeltaTable
 from tests.spark import _window_df_job
 from tests.spark._helpers import rows
 from tests.spark.test_source_replay import _panes
-from tests.spark.test_window_df import make_bundles, rocksdb, write_bundles  # noqa: F401 (a fixture)
+from tests.spark.test_window_df import make_bundles, write_bundles
 
 pytestmark = pytest.mark.spark
 JOB = os.path.join(os.path.dirname(__file__), "_window_df_job.py")
@@ -97,7 +97,7 @@ def _late(path) -> list[dict]:
     return rows(DeltaTable(str(path)).to_pyarrow_table(), drop=("batch_time",))
 
 
-def test_kill_9_and_restart_of_window_df_gives_the_tables_of_an_uninterrupted_run(rocksdb, tmp_path):
+def test_kill_9_and_restart_of_window_df_gives_the_tables_of_an_uninterrupted_run(spark, tmp_path):
     write_bundles(str(tmp_path / "events"), make_bundles(3, n_bundles=9))
     rnd = random.Random(28)
     assert _run(tmp_path, "crash", 3, rnd) == -9
@@ -105,8 +105,8 @@ def test_kill_9_and_restart_of_window_df_gives_the_tables_of_an_uninterrupted_ru
     batches = batch_files(tmp_path / "crash_chk")
     assert sorted(n for b in batches for n in b) == sorted(os.listdir(tmp_path / "events"))  # each file once
     made = write_planned(tmp_path / "events", tmp_path / "planned", batches)
-    # the uninterrupted run in this process's session (2 cores, 2 shuffle partitions, UTC, RocksDB)
-    _window_df_job.run(rocksdb, *(str(tmp_path / n) for n in ("planned", "clean_chk", "clean_out", "clean_late")))
+    # the uninterrupted run in this process's session (2 cores, 2 shuffle partitions, UTC)
+    _window_df_job.run(spark, *(str(tmp_path / n) for n in ("planned", "clean_chk", "clean_out", "clean_late")))
     assert [[n for p in b for n in made[p]] for b in batch_files(tmp_path / "clean_chk")] == batches
     clean, crashed = _panes(tmp_path / "clean_out"), _panes(tmp_path / "crash_out")
     assert len(clean) > 20
@@ -114,3 +114,11 @@ def test_kill_9_and_restart_of_window_df_gives_the_tables_of_an_uninterrupted_ru
     assert crashed == clean
     late = _late(tmp_path / "clean_late")
     assert late and _late(tmp_path / "crash_late") == late
+    # the state of the restarted run was where the first run left it: under the job's warehouse,
+    # in the directory of the query id the checkpoint keeps (no stateLocation option)
+    assert os.listdir(tmp_path / "crash_chk_warehouse" / "window-df-state") == [_query_id(tmp_path / "crash_chk")]
+
+
+def _query_id(checkpoint) -> str:
+    with open(os.path.join(str(checkpoint), "metadata")) as f:
+        return json.load(f)["id"]
