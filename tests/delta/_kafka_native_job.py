@@ -65,19 +65,20 @@ def main(bootstrap: str, topic: str, out: str, window: str, delay: str, max_offs
 
 
 def _window_df(spark, events, out: str, window: str, delay: str, chk: str) -> int:
-    """``spark_windowing.window(df)`` over Spark's Kafka source + ``from_json``: the panes of this
-    run (from checkpoint ``chk``, state beside it: a second run goes on where the first ended)."""
+    """``spark_windowing.window(df)`` over Spark's Kafka source + ``from_json`` into Spark's parquet
+    file sink beside checkpoint ``chk`` (state beside it too: a second run goes on where the first
+    ended): every pane written so far."""
     import spark_windowing
 
     panes = spark_windowing.window(events, window=window, aggregate="count(*) AS n, sum(v) AS total",
                                    timestampColumn="ts", timestampUnit="us", keyColumns="k",
                                    watermark=f"bounded({delay} seconds)", stateLocation=chk + "-state")
-    name = "window_df_" + os.urandom(4).hex()
-    q = (panes.writeStream.format("memory").queryName(name).option("checkpointLocation", chk)
+    q = (panes.writeStream.format("parquet").option("path", chk + "-panes").option("checkpointLocation", chk)
          .trigger(availableNow=True).start())
     q.awaitTermination()
-    rows = spark.sql(f"SELECT k, unix_micros(window_start) AS s, unix_micros(window_end) AS e, n, total, "
-                     f"pane_timing FROM {name}").collect()
+    spark.read.parquet(chk + "-panes").createOrReplaceTempView("window_df_panes")
+    rows = spark.sql("SELECT k, unix_micros(window_start) AS s, unix_micros(window_end) AS e, n, total, "
+                     "pane_timing FROM window_df_panes").collect()
     with open(out, "w") as f:
         json.dump([[r["k"], r["s"], r["e"], r["n"], r["total"], r["pane_timing"]] for r in rows], f)
     spark.stop()
