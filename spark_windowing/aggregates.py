@@ -586,29 +586,30 @@ def merge_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows
 RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list"})
 
 
-def check_retractable(aggs: list[BoundAggregate], text: str) -> None:
-    """Raise OptionError for aggregates that cannot subtract retracted input rows."""
+def check_no_retractions(aggs: list[BoundAggregate], retracted: np.ndarray, text: str | None = None) -> None:
+    """RETRACTION rows of inherited panes (``window=inherit``) need aggregates that can subtract
+    them: raise OptionError, before any state change, when ``retracted`` holds one and an aggregate
+    cannot (a process function, ``min``/``max``/``first``/``last``/``count_distinct``, a custom
+    accumulation without ``retract``). Checked per batch, not at ``load()``: the panes of a
+    discarding or accumulating query have none, and any aggregate takes them."""
+    if not retracted.any():
+        return
+    n = int(retracted.sum())
     for a in aggs:
         if a.spec.func == "process":
-            continue  # checked per batch: check_no_retractions
-        if a.spec.func == "custom" and not hasattr(a.custom, "retract"):
-            raise OptionError("aggregate", text, "with window=inherit over input that has RETRACTION rows: "
-                              "sum, count, avg, collect_list, or module:Class with retract(acc, elements)",
-                              why=f"{a.spec.target} has no retract(acc, elements)")
-        if a.spec.func != "custom" and a.spec.func not in RETRACTABLE:
-            raise OptionError("aggregate", text, "with window=inherit over input that has RETRACTION rows: "
-                              "sum, count, avg, collect_list, or module:Class with retract(acc, elements)",
-                              why=f"{a.spec.alias} cannot take back a retracted input row")
-
-
-def check_no_retractions(aggs: list[BoundAggregate], retracted: np.ndarray) -> None:
-    """A process function over inherited panes takes no RETRACTION rows (before any state change)."""
-    for a in aggs:
-        if a.spec.func == "process" and retracted.any():
             raise OptionError("process", a.spec.target, "with window=inherit: input without RETRACTION rows "
                               "(the panes of a discarding or accumulating query)",
-                              why=f"{int(retracted.sum())} RETRACTION row(s) arrived; a process function's "
+                              why=f"{n} RETRACTION row(s) arrived; a process function's "
                                   "buffered elements cannot take back a retracted row")
+        if (a.spec.func == "custom" and hasattr(a.custom, "retract")) or a.spec.func in RETRACTABLE:
+            continue
+        cannot = f"{a.spec.target} has no retract(acc, elements)" if a.spec.func == "custom" \
+            else f"{a.spec.alias} cannot take back a retracted input row"
+        raise OptionError("aggregate", text or a.spec.alias,
+                          "with window=inherit over input that has RETRACTION rows (an accumulating_and_retracting "
+                          "upstream): sum, count, avg, collect_list, or module:Class with retract(acc, elements); "
+                          "any aggregate over a discarding or accumulating upstream",
+                          why=f"{n} RETRACTION row(s) arrived; {cannot}")
 
 
 def subtract_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.ndarray,
@@ -633,7 +634,7 @@ def subtract_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], r
             store = cols[p + "o"]
             for r, elements in zip(rows.tolist(), partials[p + "o"]):
                 store[r] = a.custom.retract(store[r], elements)
-        else:  # check_retractable() rejects the rest when the input is bound
+        else:  # check_no_retractions() rejects the rest before a retracted row gets here
             raise AssertionError(f"{f} is not retractable")
 
 

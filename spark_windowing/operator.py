@@ -91,8 +91,6 @@ class WindowedOperator:
         spec = self.spec
         check_input(spec, schema)
         self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor)
-        if spec.window.inherit and "kind" in schema.names:
-            agg.check_retractable(self.aggs, spec.aggregate_text)
         self.input_schema = schema
         key_fields = self.key_fields()
         key_schema = pa.schema(key_fields) if key_fields else pa.schema([pa.field(NOKEY, pa.int8())])
@@ -226,7 +224,7 @@ class WindowedOperator:
         of the processing time; the others go to the late output as ``malformed`` / ``future``."""
         el, valid = read_elements(self.spec, self.key_fields(), events, event_times)
         if el.retract is not None:
-            agg.check_no_retractions(self.aggs, el.retract & valid)
+            agg.check_no_retractions(self.aggs, el.retract & valid, self.spec.aggregate_text)
         if not valid.all():
             out.late(self._late_rows(events.filter(pa.array(~valid)), LATE_REASON_MALFORMED, None, None),
                      LATE_REASON_MALFORMED)

@@ -126,12 +126,26 @@ def test_rows_without_a_window_are_malformed():
     ("count_distinct(k) AS d", "cannot take back"),
     ("tests.operator.fixtures.accumulations:SpreadAndTags", "has no retract"),
 ])
-def test_aggregates_that_cannot_subtract_retractions_are_rejected(aggregate, fragment):
+def test_aggregates_that_cannot_subtract_fail_at_the_first_retraction_row(aggregate, fragment):
+    """Over TRIGGER rows only (a discarding or accumulating upstream) they aggregate; a RETRACTION
+    row is an error naming the aggregate, raised before the batch changes any state."""
     s2 = TestStream(window="inherit", timestamp_column="pane_timestamp", aggregate=aggregate)
+    row = {"k": "a", "window_start": 0, "window_end": 10, "total": 1, "kind": "TRIGGER", "pane_timestamp": 9,
+           "v": 1, "tag": "x"}  # v, tag: the custom accumulation's columns
+    s2.add_elements([row])
     with pytest.raises(OptionError) as info:
-        s2.add_elements([{"k": "a", "window_start": 0, "window_end": 10, "total": 1, "kind": "TRIGGER",
-                          "pane_timestamp": 9}])
+        s2.add_elements([{**row, "kind": "RETRACTION"}, {**row, "total": 2}])
     assert fragment in str(info.value) and "invalid option 'aggregate'" in str(info.value)
+    assert "1 RETRACTION row(s) arrived" in str(info.value)
+
+
+def test_max_over_panes_without_retractions():
+    """q7's second stage over a discarding first stage: ``max`` of the inherited rows per window."""
+    s2 = TestStream(window="inherit", timestamp_column="pane_timestamp", aggregate="max(total) AS m")
+    s2.add_elements([{"k": k, "window_start": 0, "window_end": 10, "total": t, "kind": "TRIGGER", "pane_timestamp": 9}
+                     for k, t in (("a", 4), ("b", 9), ("c", 7))])
+    s2.advance_watermark_to(10)
+    assert [(p["kind"], p["m"]) for p in s2.take_panes()] == [("TRIGGER", 9)]
 
 
 def test_input_without_window_columns_is_rejected():

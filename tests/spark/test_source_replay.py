@@ -34,10 +34,12 @@ def _write_events(path: str, versions: int, seed: int = 11) -> None:
 
 
 def _run(tmp, name: str, kill_after: float | None) -> int:
-    """Start the job; kill -9 it after ``kill_after`` seconds unless it ended. Return exit code."""
-    proc = subprocess.Popen([sys.executable, JOB, str(tmp / "events"), str(tmp / f"{name}_state"),
-                             str(tmp / f"{name}_chk"), str(tmp / f"{name}_out")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    """Start the job; kill -9 it after ``kill_after`` seconds unless it ended. Return exit code
+    (its stderr: ``<name>_stderr.txt``, the last run's)."""
+    with open(tmp / f"{name}_stderr.txt", "w") as err:
+        proc = subprocess.Popen([sys.executable, JOB, str(tmp / "events"), str(tmp / f"{name}_state"),
+                                 str(tmp / f"{name}_chk"), str(tmp / f"{name}_out")],
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     try:
         return proc.wait(timeout=kill_after if kill_after is not None else 300)
     except subprocess.TimeoutExpired:
@@ -84,7 +86,7 @@ def test_kill_9_and_restart_gives_the_panes_of_an_uninterrupted_run(spark, tmp_p
         code = _run(tmp_path, "crash", rnd.uniform(6.0, 13.0) if kills < 1 else None)
         if code == 0:
             break
-        assert code == -9
+        assert code == -9, (tmp_path / "crash_stderr.txt").read_text()[-3000:]
         kills += 1
     assert code == 0 and kills >= 1, f"kills={kills}"
     clean, crashed = _panes(tmp_path / "clean_out"), _panes(tmp_path / "crash_out")

@@ -107,9 +107,10 @@ OPTIONS: tuple[Option, ...] = (
            "`record_sliding(size)` (Kafka Streams' sliding windows, see "
            "[Record-sliding windows](windows.md#record-sliding-windows)); `inherit` (each row names its "
            "window in `window_start`/`window_end`, rows with `kind = 'RETRACTION'` are subtracted; then "
-           "`timestampColumn` defaults to `pane_timestamp` and `watermark` to `column(watermark)`; aggregates "
-           "must be able to subtract: `sum`, `count`, `avg`, `collect_list`, or a `module:Class` with "
-           "`retract(acc, elements)`). Offsets may be negative and must satisfy `|offset| < size` "
+           "`timestampColumn` defaults to `pane_timestamp` and `watermark` to `column(watermark)`; any "
+           "aggregate over a discarding or accumulating upstream; over an `accumulating_and_retracting` one, "
+           "aggregates that subtract: `sum`, `count`, `avg`, `collect_list`, or a `module:Class` with "
+           "`retract(acc, elements)` (others fail at the first RETRACTION row, naming it)). Offsets may be negative and must satisfy `|offset| < size` "
            "(tumbling; `cumulate`: `maxSize`; `count(n, every)`: `every`) or `|offset| < slide` (sliding), "
            "as Flink", "required"),
     Option("trigger", "reader", "Windows, triggers and aggregates",
