@@ -131,7 +131,7 @@ def _check_names(raw: dict[str, Any]) -> dict[str, str]:
                 why = _WHY_UPSTREAM if low != "watermarkidletimeout" else \
                     "the watermark moves only with event times: there is no idle timeout"
                 raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}", why=why)
-            raise unknown_option(name, value)
+            raise unknown_option(name, value, WINDOW_OPTIONS, "the options of window(df)")
         out[low] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
 

@@ -22,7 +22,7 @@ import pytest
 from deltalake import DeltaTable
 
 import spark_windowing
-from spark_windowing.datasource.window_df import shard_labels
+from spark_windowing.datasource.window_df import parse_window_options, shard_labels
 from spark_windowing.errors import OptionError
 from tests.spark._helpers import micros, rows, run_panes
 
@@ -389,3 +389,12 @@ def test_a_new_checkpoint_over_another_runs_state_location_is_refused(spark, tmp
     with pytest.raises(Exception) as refused:   # the query fails: awaitTermination raises its error
         _run(spark_windowing.window(events_stream(spark, events), **options), str(tmp_path / "chk2"))
     assert "holds state up to batch 3" in str(refused.value) and str(tmp_path / "state") in str(refused.value)
+
+
+def test_a_misspelt_option_suggests_window_dfs_own():
+    """The suggestions and the accepted list are window(df)'s options, not every reader option."""
+    with pytest.raises(OptionError) as e:
+        parse_window_options({"window": "tumbling(1 minute)", "timestampColumn": "ts", "keyColumn": "k"})
+    first, accepted = str(e.value).split("\n", 1)
+    assert "did you mean 'keyColumns'?" in first and "keyColumns2" not in first
+    assert "the options of window(df)" in accepted and "stateLocation" in accepted and "source2" not in accepted

@@ -65,11 +65,14 @@ def _unknown(name: str) -> bool:
     return name not in KNOWN_OPTIONS and name != "table" and not name.startswith(_PREFIXES)
 
 
-def unknown_option(name: str, value: object) -> UnknownOptionError:
-    """The error for option ``name``: the known options closest to it (difflib, compared
-    case-insensitively), in their documented casing; the whole list on the message's second line."""
-    close = difflib.get_close_matches(name.lower(), sorted(KNOWN_OPTIONS), n=3, cutoff=0.75)
-    accepted = "the reader options of docs/options.md: " + ", ".join(sorted(_DOCUMENTED.values(), key=str.lower))
+def unknown_option(name: str, value: object, known: tuple[str, ...] | None = None,
+                   where: str = "the reader options of docs/options.md") -> UnknownOptionError:
+    """The error for option ``name``: the ``known`` options (lower case; default: the reader's)
+    closest to it (difflib, compared case-insensitively), in their documented casing; the whole
+    list on the message's second line."""
+    names = sorted(KNOWN_OPTIONS if known is None else known)
+    close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.75)
+    accepted = f"{where}: " + ", ".join(sorted((_DOCUMENTED.get(n, n) for n in names), key=str.lower))
     return UnknownOptionError(name, value, accepted, suggestions=[_DOCUMENTED.get(c, c) for c in close])
 
 
