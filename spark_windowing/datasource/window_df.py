@@ -16,8 +16,9 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
 
 * **One shuffle, no sort, no pandas.** Rows go to their key shard's partition (``shards``, by
   default the cores Spark has; ``shard_labels``: partition i holds exactly shard i, whatever
-  ``spark.sql.shuffle.partitions`` is, so every core works); the task reads its Arrow batches and runs one ``StateStore.step`` over them: the
-  vectorized step the ``format("windowed")`` reader runs per shard.
+  ``spark.sql.shuffle.partitions`` is, so every core works); the task reads its Arrow batches
+  and runs one ``StateStore.step`` over them: the vectorized step the ``format("windowed")``
+  reader runs per shard.
 * **State under ``stateLocation``, versioned by Spark's batch id.** Each shard keeps the reader's
   ``StateStore`` (key buckets, manifests, segments) under ``<stateLocation>/shards/<i>``: the state
   after batch b is snapshot ``b + 1``. Batch b opens snapshot b, so a batch Spark replays (a task
