@@ -124,8 +124,9 @@ def load_custom(target: str, option: str = "aggregate") -> Any:
     try:
         cls = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
-        raise OptionError(option, target, "module:Class importable on the driver and the workers",
-                          why=str(e)) from None
+        raise OptionError(option, target, "module:Class importable on the driver and the workers (ship its module "
+                          "with spark.sparkContext.addPyFile(...) or spark-submit --py-files: docs/windows.md, "
+                          "'Your own aggregate class')", why=str(e)) from None
     try:
         obj = cls(*args)
     except (TypeError, ValueError) as e:
