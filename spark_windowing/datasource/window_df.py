@@ -85,6 +85,7 @@ from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import int_option
 from spark_windowing.datasource.source import shard_reports, shard_state, sharding
 from spark_windowing.datasource.source.affinity import keep_open
+from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
 from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
@@ -332,7 +333,7 @@ class _ShardStep:
         events = self._events(table) if table is not None else None
         reports = shard_reports.read_driver_reports(root, batch_id, self.shards) if batch_id > 0 else \
             _no_later_state(root)
-        seen = _max([r.get("max_event_us") for r in reports])
+        seen = largest([r.get("max_event_us") for r in reports])
         store = self._open(root, shard, batch_id)
         key_hash = sharding.key_hash(events, self.spec.key_columns) if events is not None \
             and self.spec.key_columns else None
@@ -353,7 +354,7 @@ class _ShardStep:
         store.evict()
         keep_open(root, shard, store)
         batch_max = pc.max(wm_times).as_py() if wm_times is not None else None
-        shard_reports.write_report(root, batch_id + 1, shard, {"max_event_us": _max([seen, batch_max]), **counts})
+        shard_reports.write_report(root, batch_id + 1, shard, {"max_event_us": largest([seen, batch_max]), **counts})
         if batch_id % GC_EVERY == 0 and batch_id > 0:
             self._collect_garbage(root, shard, batch_id)
 
@@ -392,9 +393,7 @@ class _ShardStep:
         """Snapshots older than this batch's start, and (shard 0) reports 20 batches old."""
         collect_garbage(storage, layout.store_root(root, shard), batch_id)
         if shard == 0:
-            for info in storage.list_dir(layout.reports_dir(root)):
-                if info.base_name.isdigit() and int(info.base_name) < batch_id - 20:
-                    storage.delete(f"{layout.reports_dir(root)}/{info.base_name}", recursive=True)
+            shard_reports.drop_batches_before(layout.reports_dir(root), batch_id - 20)
 
 
 def _no_later_state(root: str) -> list:
@@ -423,8 +422,3 @@ def _refuse_changes(recorded: dict, now: dict, root: str) -> None:
                           f"{before.get(changed[0], 'the value')}, {where}",
                           why=f"the windowing spec changed since the checkpoint was written "
                               f"({', '.join(_SPEC_OPTIONS.get(k, k) for k in changed)})")
-
-
-def _max(values: list) -> int | None:
-    present = [int(v) for v in values if v is not None]
-    return max(present) if present else None

@@ -119,3 +119,13 @@ def test_a_real_shards_report_carries_its_summary_and_the_driver_plans_the_same_
     bodies = [json.loads(storage.read_bytes(u)) for _, u in sorted(shard_reports.latest_report_files(
         state, start["seq"]).items())]
     assert [_driver_view(r) for r in from_names] == [_driver_view(r) for r in bodies]
+
+
+def test_drop_batches_before_deletes_only_older_batch_directories(tmp_path):
+    from spark_windowing.datasource.source.shard_reports import drop_batches_before, largest
+    for name in ("0", "1", "2", "3", "4", "notes"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "shard-0.json").write_text("{}")
+    drop_batches_before(str(tmp_path), 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["3", "4", "notes"]
+    assert largest([None, 3, 7, None]) == 7 and largest([None]) is None

@@ -42,6 +42,7 @@ from pyspark.sql.types import StructType
 
 from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
+from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                       corrupt_sample, malformed_sample, recorded_options)
@@ -153,8 +154,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._check_state_location()   # a restart from a checkpoint does not call initialOffset
         now = time.time_ns() // 1000
         reports = self._reports(start["seq"], self._shards(start)) if start["seq"] > 0 else []
-        max_event = _max([start.get("max_event")] + [r.get("max_event_us") for r in reports])
-        max_col = _max([start.get("max_col")] + [r.get("max_col_us") for r in reports])
+        max_event = largest([start.get("max_event")] + [r.get("max_event_us") for r in reports])
+        max_col = largest([start.get("max_col")] + [r.get("max_col_us") for r in reports])
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None
         check_malformed(cfg, start, reports, max_event)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
@@ -206,7 +207,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         up2 = up.latest_position(start["up2"], max_files, max_rows)
         if self._target2 is not None:
             up2 = up.cap(up2, self._target2, start["up2"])
-        max_event2 = _max([start.get("max_event2")] + [r.get("max_event2_us") for r in reports])
+        max_event2 = largest([start.get("max_event2")] + [r.get("max_event2_us") for r in reports])
         return {"up2": up2, "max_event2": max_event2,
                 "last_input2": now if up2 != start["up2"] else start.get("last_input2")}
 
@@ -245,9 +246,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if info.base_name.isdigit() and int(info.base_name) >= shards:
                 storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
         for directory in (layout.reports_dir(self.cfg.state_location), layout.claims_dir(self.cfg.state_location)):
-            for info in storage.list_dir(directory):
-                if info.base_name.isdigit() and int(info.base_name) < seq - 20:
-                    storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
+            shard_reports.drop_batches_before(directory, seq - 20)
 
     def _check_state_location(self) -> None:
         """The state location records the shard count and windowing spec it was written with;
@@ -400,11 +399,6 @@ def _is_delta_table(uri: str) -> bool:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-def _max(values: list) -> int | None:
-    vals = [int(v) for v in values if v is not None]
-    return max(vals) if vals else None
 
 
 def _uri_like(base: str, path: str) -> str:

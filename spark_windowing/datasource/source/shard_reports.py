@@ -74,6 +74,19 @@ def parse_report_name(name: str) -> tuple[int, dict[str, int | None] | None] | N
         return int(shard), None
 
 
+def largest(values: list) -> int | None:
+    """The largest of ``values`` that are not None (as ints), or None: a maximum over shards' reports."""
+    present = [int(v) for v in values if v is not None]
+    return max(present) if present else None
+
+
+def drop_batches_before(directory: str, seq: int) -> None:
+    """Delete the per-micro-batch directories ``directory/<n>`` with n < ``seq`` (reports, shard claims)."""
+    for info in storage.list_dir(directory):
+        if info.base_name.isdigit() and int(info.base_name) < seq:
+            storage.delete(f"{directory.rstrip('/')}/{info.base_name}", recursive=True)
+
+
 def write_report(state: str, seq: int, shard: int, report: dict[str, Any]) -> None:
     """Publish ``shard``'s report of micro-batch ``seq`` (not fsynced: a replay rewrites it)."""
     uri = f"{layout.reports_dir(state, seq)}/{report_name(shard, report)}"
