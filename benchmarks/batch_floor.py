@@ -134,7 +134,8 @@ def run_one(query: str, work: str, batches: int) -> dict:
     q.stop()
     progress = q.recentProgress
     later = [p.durationMs["triggerExecution"] / 1000 for p in progress[1:batches]]
-    return {"batch0_s": first, "later_s": later, "batch0_phases": dict(progress[0].durationMs)}
+    phases = {k: statistics.median(p.durationMs.get(k, 0) for p in progress[1:batches]) for k in progress[1].durationMs}
+    return {"batch0_s": first, "later_s": later, "batch0_phases": dict(progress[0].durationMs), "later_phases": phases}
 
 
 def main() -> None:
@@ -160,6 +161,7 @@ def main() -> None:
                   f"{statistics.median(r['later_s']):.3f} s (min {min(r['later_s']):.3f}, max {max(r['later_s']):.3f})",
                   flush=True)
             print("   batch 0 phases (ms):", json.dumps(r["batch0_phases"], sort_keys=True), flush=True)
+            print("   later batches' phases, median (ms):", json.dumps(r["later_phases"], sort_keys=True), flush=True)
     print("\nquery        batch 0 (min / median / max)    later batches, median per run (min / median / max)")
     for query, rs in results.items():
         b0 = sorted(r["batch0_s"] for r in rs)

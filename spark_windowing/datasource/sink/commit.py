@@ -32,6 +32,7 @@ class BatchCommit:
     metrics: dict[str, dict] = field(default_factory=dict)   # per table: what this batch wrote
     phases: dict[str, float] = field(default_factory=dict)   # commit phase -> milliseconds
     _bound: int | None = None       # windows ending at or before this (µs) are closed
+    _current: DeltaTable | None = None   # ``current`` as the MERGE left it (merge advances the handle)
 
     def run(self) -> None:
         root = self.options.root
@@ -56,7 +57,7 @@ class BatchCommit:
 
     def _open(self, table: str) -> tuple[DeltaTable, bool]:
         """The table and whether it already holds this batch."""
-        dt = DeltaTable(delta.table_uri(self.options.root, table))
+        dt = delta.latest(delta.table_uri(self.options.root, table))
         done = dt.transaction_version(self.app_id)
         return dt, done is not None and done >= self.batch_id
 
@@ -83,6 +84,7 @@ class BatchCommit:
 
     def _merge_current(self, trigger_paths: list[str], staged: list[str]) -> None:
         dt, done = self._open(CURRENT)
+        self._current = dt
         if done:
             return
         deletes = self._retraction_only(trigger_paths, staged)
@@ -128,7 +130,7 @@ class BatchCommit:
         before = _CLOSED_THROUGH.get(root)
         if self._bound is None or (before is not None and self._bound <= before):
             return
-        dt = DeltaTable(delta.table_uri(root, CURRENT))
+        dt = self._current or delta.latest(delta.table_uri(root, CURRENT))
         predicate = f"is_final = false AND window_end <= '{iso_us(self._bound)}'"
         if before is not None:
             predicate += f" AND window_end > '{iso_us(before)}'"
