@@ -31,6 +31,12 @@ from spark_windowing.datasource.storage.layout import writer_lease_uri
 #: reports a query's termination to listeners asynchronously).
 RELEASE_GRACE_S = 3.0
 
+#: A lease its own query renewed less than this part of ``writerLease`` ago is not written again
+#: (Spark creates the sink's writer twice per micro-batch and commits once: three renewals a batch
+#: otherwise, each an atomic write). It is still read every time, so a lease released or taken over
+#: in between is seen; and it stays far younger than ``writerLease``.
+RENEW_FRACTION = 10
+
 
 def registry_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "spark-windowing-leases")
@@ -43,7 +49,12 @@ def take(root: str, app_id: str, *, lease_us: int, checkpoint: str | None, batch
     uri = writer_lease_uri(root)
     deadline = time.monotonic() + RELEASE_GRACE_S
     while True:
-        holder = _fresh_holder(uri, app_id, lease_us)
+        lease = _read_lease(uri)
+        if lease is not None and lease.get("appId") == app_id and _age_us(lease) < lease_us / RENEW_FRACTION:
+            if query_id:
+                _remember(query_id, uri, app_id)
+            return     # ours, renewed moments ago
+        holder = _fresh_holder(lease, app_id, lease_us)
         if holder is None:
             break
         if time.monotonic() >= deadline:
@@ -63,15 +74,23 @@ def take(root: str, app_id: str, *, lease_us: int, checkpoint: str | None, batch
         _remember(query_id, uri, app_id)
 
 
-def _fresh_holder(uri: str, app_id: str, lease_us: int) -> tuple[str, float, Any] | None:
+def _read_lease(uri: str) -> dict | None:
     raw = storage.read_bytes(uri, missing_ok=True)
-    if raw is None:
+    return None if raw is None else json.loads(raw)
+
+
+def _age_us(lease: dict) -> float:
+    return (time.time() * 1000 - int(lease.get("renewedAtMs", 0))) * 1000
+
+
+def _fresh_holder(lease: dict | None, app_id: str, lease_us: int) -> tuple[str, float, Any] | None:
+    """(app id, age in s, checkpoint) of another query holding a lease younger than ``lease_us``."""
+    if lease is None:
         return None
-    lease = json.loads(raw)
-    owner, age_s = lease.get("appId"), (time.time() * 1000 - int(lease.get("renewedAtMs", 0))) / 1000
-    if owner == app_id or age_s * 1_000_000 >= lease_us:
+    owner, age_us = lease.get("appId"), _age_us(lease)
+    if owner == app_id or age_us >= lease_us:
         return None
-    return owner, age_s, lease.get("checkpoint")
+    return owner, age_us / 1e6, lease.get("checkpoint")
 
 
 def _remember(query_id: str, uri: str, app_id: str) -> None:
