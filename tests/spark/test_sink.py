@@ -187,6 +187,19 @@ def test_retraction_in_one_task_and_trigger_in_another(tmp_path):
     assert table_rows(tmp_path) == model_rows(2, 3)
 
 
+@pytest.mark.parametrize("eager_bytes", [0, 1 << 40], ids=["streamed", "in-memory"])
+def test_both_merge_modes_give_the_models_current(tmp_path, monkeypatch, eager_bytes):
+    """The MERGE into ``current`` reads small batches into memory and streams large ones
+    (``EAGER_MERGE_BYTES``); either way the tables equal the model, retractions included."""
+    from spark_windowing.datasource.sink import commit
+    monkeypatch.setattr(commit, "EAGER_MERGE_BYTES", eager_bytes)
+    writer = _writer(tmp_path)
+    for b in range(4):
+        writer.commit([_write(writer, _batch_rows(b, keys=5))], b)
+
+    assert table_rows(tmp_path) == model_rows(4, 5)
+
+
 def test_abort_removes_written_files(tmp_path):
     writer = _writer(tmp_path)
     message = _write(writer, _batch_rows(1))

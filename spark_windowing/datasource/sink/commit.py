@@ -46,7 +46,8 @@ class BatchCommit:
                     replayed[table] = [f.path for f in mine]
         with timed(self.phases, "merge"):
             self._bound = self._closed_bound(files)
-            self._merge_current([f.path for f in files if f.table == TRIGGERS], staged)
+            triggers = [f for f in files if f.table == TRIGGERS]
+            self._merge_current([f.path for f in triggers], staged, sum(f.size for f in triggers))
         with timed(self.phases, "close"):
             self._close_windows()
         with timed(self.phases, "clean"):
@@ -82,7 +83,7 @@ class BatchCommit:
                                    "files_removed": 0, "bytes_removed": 0}
         return True
 
-    def _merge_current(self, trigger_paths: list[str], staged: list[str]) -> None:
+    def _merge_current(self, trigger_paths: list[str], staged: list[str], trigger_bytes: int = 0) -> None:
         dt, done = self._open(CURRENT)
         self._current = dt
         if done:
@@ -101,7 +102,10 @@ class BatchCommit:
             buckets = self._buckets(trigger_paths, deletes, bucket)
             on += f" AND t.{delta.BUCKET_COLUMN} IN ({', '.join(repr(b) for b in buckets)})"
         trigger, retraction = f"s.kind = '{KIND_TRIGGER}'", f"s.kind = '{KIND_RETRACTION}'"
-        merged = (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=True,
+        # eager (the batch's panes in memory) lets delta-rs prune target files by the source's key
+        # ranges: 20-60 ms where streaming took 0.45-0.6 s, growing with the table (docs/performance.md)
+        streamed = trigger_bytes > EAGER_MERGE_BYTES
+        merged = (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=streamed,
                            commit_properties=self._commit_properties())
                   .when_matched_update_all(predicate=trigger)
                   .when_matched_delete(predicate=retraction)
@@ -187,6 +191,12 @@ class BatchCommit:
             if candidates.num_rows == 0:
                 break
         return candidates
+
+
+#: The MERGE into ``current`` reads the batch's panes into memory when their trigger files hold at
+#: most this many bytes (Parquet, zstd: about a million panes), and streams them above (memory
+#: bounded by a record batch, but no pruning of the target's files by the source's keys).
+EAGER_MERGE_BYTES = 16 * 1024 * 1024
 
 
 #: Per sink path, the bound (µs) through which this process has marked ``current``'s windows

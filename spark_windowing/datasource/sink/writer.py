@@ -63,8 +63,9 @@ Exactly once per micro-batch (``batchId``):
    ``P/_staging``; it returns the file list as its commit message.
 2. ``commit(messages, batchId)`` (driver), table by table: ``triggers`` and ``retractions`` get one
    ``create_write_transaction`` each with the files' add actions; ``current`` one MERGE whose source
-   streams the batch's trigger files and the retraction-only key+windows (never the whole batch in
-   driver memory). Each commit carries ``Transaction(appId, version=batchId)``; a table whose
+   reads the batch's trigger files and the retraction-only key+windows (in memory up to 16 MB of
+   trigger files, about a million panes, so delta-rs prunes ``current``'s files by their keys;
+   streamed above that, never the whole batch in driver memory). Each commit carries ``Transaction(appId, version=batchId)``; a table whose
    ``transaction_version(appId) >= batchId`` already holds this batch and is skipped. The commit
    info also names both, as ``userMetadata`` = ``{"appId": ..., "batchId": ...}`` (the column
    Spark's ``DESCRIBE HISTORY`` shows) and ``spark_windowing.batchId``.
