@@ -2,6 +2,7 @@
 
     python benchmarks/latency.py                        # 90 s per engine, 20 k events/s, 1 s trigger
     python benchmarks/latency.py --seconds 30 --engines ours
+    python benchmarks/latency.py --rates 100000,200000,300000,400000 --seconds 40   # sustained throughput
     .venv-delta/bin/python benchmarks/latency.py --feed kafka      # the same through Kafka
 
 A feeder thread hands one batch of ``--rate`` events ``k, ts, v`` to the feed every wall-clock
@@ -39,7 +40,15 @@ micro-batch that starts at least ``--skip`` seconds in and takes no longer than 
 (so the catch-up after a slow cold start, when the feed ran ahead, is not counted) — in
 seconds and in trigger intervals, and the mean cost of a micro-batch: Spark's own phases
 (``durationMs``: offsets, planning, the batch, the commit log) and, for ours, a shard's mean
-read / step / snapshot (over the shard reports). Not part of the test suite.
+read / step / snapshot (over the shard reports).
+
+Sustained throughput (``--rates R1,R2,...``): the same live run at each rate in turn, for each
+engine, and whether the engine kept up with the trigger at that rate. It kept up when, over the
+micro-batches that start ``--skip`` seconds or more after the query started, (1) the median
+batch (``triggerExecution``) took no longer than the trigger interval and (2) the batches took in
+at least 90% of the events the feed wrote in that time (a query that falls behind reads ever
+more files per batch and its batches outgrow the trigger). Prints a line per rate and engine and,
+last, the largest rate each engine kept up with. Not part of the test suite.
 """
 
 from __future__ import annotations
@@ -86,6 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--feed", choices=("files", "kafka"), default="files")
     ap.add_argument("--partitions", type=int, default=2, help="partitions of each engine's topic (kafka feed)")
     ap.add_argument("--bootstrap", default=None, help="an existing broker (kafka feed); default: start a local one")
+    ap.add_argument("--rates", default=None,
+                    help="sustained throughput: comma-separated events/s, each run in turn (see the docstring)")
     return ap.parse_args(argv)
 
 
@@ -112,11 +123,13 @@ class Feeder(threading.Thread):
 
     def run(self) -> None:
         t0 = time.time()
+        self.late = 0     # seconds whose batch the feeder handed over after that second had ended
         batches = event_batches(self.args.rate, self.args.keys, self.args.event_speed)
         for i, table in enumerate(batches):
             if time.time() - t0 >= self.args.seconds:
                 break
             self.sink(i, table)
+            self.late += time.time() > t0 + i + 1
             time.sleep(max(0.0, t0 + i + 1 - time.time()))
 
 
@@ -189,6 +202,8 @@ def live(feed, args: argparse.Namespace, start_query) -> tuple[float, list[dict]
     feeder.join()
     time.sleep(3)
     q.stop()
+    if feeder.late > 1:   # the rate was not what it says: the feeder itself could not write it
+        print(f"  (the feeder was late {feeder.late} times: it wrote less than {args.rate:,} events/s)", flush=True)
     return started, [json.loads(p.json) for p in q.recentProgress]
 
 
@@ -309,6 +324,59 @@ def report(engine: str, latencies: list[float], progress: list[dict], reports: l
         print(f"       mean ms per shard and batch (last {len(reports)} shard reports), ours: {ours}")
 
 
+def kept_up(progress: list[dict], started: float, args: argparse.Namespace) -> dict:
+    """Whether the batches kept up with the trigger at ``args.rate`` (the rule in the docstring),
+    with the figures behind it."""
+    limit_ms = 1000 * trigger_seconds(args.trigger)
+    later = [p for p in progress if _epoch(p["timestamp"]) - started >= args.skip]
+    if len(later) < 3:
+        return {"batches": len(later), "kept_up": False}
+    span = (_epoch(later[-1]["timestamp"]) + later[-1]["durationMs"].get("triggerExecution", 0) / 1000
+            - _epoch(later[0]["timestamp"]))
+    rows = sum(_events_in(p, args.rate) for p in later)
+    durations = [p["durationMs"].get("triggerExecution", 0) for p in later]
+    median_ms = statistics.median(durations)
+    taken = rows / span if span > 0 else 0.0
+    return {"batches": len(later), "median_ms": median_ms, "p90_ms": float(np.percentile(durations, 90)),
+            "events_per_s": taken, "kept_up": median_ms <= limit_ms and taken >= 0.9 * args.rate}
+
+
+def _events_in(progress: dict, rate: int) -> int:
+    """The events a micro-batch took in: Spark's ``numInputRows``, except for ours, whose source
+    rows are panes; there the files the batch read (its offsets' ``up``) times the events a file
+    holds (each holds one second's ``rate``)."""
+    source = progress["sources"][0]
+    end = source.get("endOffset")
+    if isinstance(end, dict) and "windowed" in end:
+        start = source.get("startOffset") or {"up": 0}
+        return (int(end["up"]) - int(start["up"])) * rate
+    return progress.get("numInputRows", 0)
+
+
+def sustained(spark, args: argparse.Namespace, base: str) -> None:
+    """The ``--rates`` mode: each rate and engine live for ``--seconds``; prints whether it kept up."""
+    best: dict[str, int] = {}
+    for rate in (int(r) for r in args.rates.split(",")):
+        args.rate = rate
+        for engine in args.engines.split(","):
+            work = os.path.join(base, f"{engine}-{rate}")
+            shutil.rmtree(work, ignore_errors=True)
+            os.makedirs(work)
+            run = {"ours": run_ours, "native": run_native}[engine]
+            _, progress, _ = run(spark, args, work, FileFeed(work))
+            started = _epoch(progress[0]["timestamp"]) if progress else time.time()
+            k = kept_up(progress, started, args)
+            if k["kept_up"]:
+                best[engine] = max(best.get(engine, 0), rate)
+            figures = (f"median batch {k['median_ms']:.0f} ms, p90 {k['p90_ms']:.0f} ms, took in "
+                       f"{k['events_per_s']:,.0f} events/s" if "median_ms" in k else "too few batches")
+            print(f"rate {rate:>9,}/s  {engine:6s} {'kept up' if k['kept_up'] else 'FELL BEHIND':11s} "
+                  f"({k['batches']} batches after {args.skip:g} s: {figures})", flush=True)
+            shutil.rmtree(work, ignore_errors=True)
+    for engine in args.engines.split(","):
+        print(f"largest rate kept up, {engine}: " + (f"{best[engine]:,} events/s" if engine in best else "none"))
+
+
 def session(args: argparse.Namespace):
     from pyspark.sql import SparkSession
     builder = (SparkSession.builder.master("local[2]").appName("spark-windowing-latency")
@@ -343,11 +411,17 @@ def main(argv: list[str] | None = None) -> None:
     spark_windowing.register(spark)
     trigger_s = trigger_seconds(args.trigger)
     feed_text = "parquet files" if args.feed == "files" else f"Kafka, {args.partitions} partitions"
-    print(f"{args.rate:,} events/s ({feed_text}), {args.keys:,} keys, event time {args.event_speed:g}x wall time, "
+    print(f"{args.rates or format(args.rate, ',')} events/s ({feed_text}), {args.keys:,} keys, event time {args.event_speed:g}x wall time, "
           f"tumbling 10 s windows, bounded(2 s), trigger {args.trigger}, {args.seconds:g} s per engine (not counted: "
           f"the first {args.skip:g} s and then until a batch keeps up with the trigger), local[2], "
           f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", flush=True)
     base = args.dir or tempfile.mkdtemp(prefix="latency-")
+    if args.rates:
+        try:
+            sustained(spark, args, base)
+        finally:
+            spark.stop()
+        return
     bootstrap, local = broker(args, base)
     try:
         for engine in args.engines.split(","):

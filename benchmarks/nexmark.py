@@ -4,6 +4,7 @@ same micro-batches, same run.
     python benchmarks/nexmark.py                                   # 1 M events, 100 batches, 1 run
     python benchmarks/nexmark.py --events 10000000 --batches 100 --runs 3
     python benchmarks/nexmark.py --only q11 --events 300000
+    .venv-delta/bin/python benchmarks/nexmark.py --sink table     # results into tables (native: Delta)
 
 Writes NEXMark's bids once (``spark_windowing.nexmark``, Beam's generator rules; ``--events``
 stream positions, 46 of 50 of them bids) as ``--batches`` parquet files under ``--dir``, then in
@@ -21,6 +22,13 @@ The queries, as their windowed stage is defined by Flink's NEXMark SQL:
 * ``q7-max``: the highest price per tumbling 10 s window (q7's first stage; the bids at that price
   are a second stage likewise);
 * ``q11``: bids per bidder in session windows with a 10 s gap.
+
+With ``--sink table`` each engine writes its result where a user would keep it, and the time
+includes it: ours into the pane sink (``writeStream.format("windowed")``: the Delta tables
+``triggers``, ``retractions`` and ``current``, exactly once per batch); native into a Delta table
+through delta-spark when the ``delta-spark`` package is installed (the second virtualenv,
+``.venv-delta``, has it; its JVM package comes through ``spark.jars.packages``), else a Parquet
+file sink (append mode); the run says which.
 
 q8 (a join of windows) and q12 (processing-time windows) are not timed here: Spark's native
 streaming cannot join two windowed aggregations in append mode in one query, nor window by
@@ -72,23 +80,39 @@ def write_bids(directory: str, events: int, batches: int) -> int:
     return total
 
 
-def run_ours(spark, directory: str, options: dict, work: str) -> float:
+def native_table_format() -> str:
+    """``delta`` when delta-spark is installed (its session settings: ``session``), else ``parquet``."""
+    import importlib.util
+    return "delta" if importlib.util.find_spec("delta") is not None else "parquet"
+
+
+def run_ours(spark, directory: str, options: dict, work: str, sink: str = "noop") -> float:
     reader = (spark.readStream.format("windowed").option("source", "parquet").option("path", directory)
               .option("schema", SCHEMA).option("timestampColumn", "date_time").option("maxFilesPerTrigger", "1")
               .option("stateLocation", os.path.join(work, "state")))
     for k, v in options.items():
         reader = reader.option(k, v)
-    q = reader.load().writeStream.format("noop").option("checkpointLocation", os.path.join(work, "chk")) \
-        .trigger(availableNow=True).start()
+    writer = reader.load().writeStream
+    writer = writer.format("noop") if sink == "noop" else writer.format("windowed").option("path", os.path.join(work, "panes"))
+    q = writer.option("checkpointLocation", os.path.join(work, "chk")).trigger(availableNow=True).start()
     return _timed(q)
 
 
-def run_native(spark, directory: str, grouping: tuple, aggregate: str, work: str) -> float:
+def run_native(spark, directory: str, grouping: tuple, aggregate: str, work: str, sink: str = "noop") -> float:
     from pyspark.sql import functions as F
     df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
           .withWatermark("date_time", "0 seconds")
           .groupBy(*[F.expr(g) for g in grouping]).agg(F.expr(aggregate)))
-    q = df.writeStream.format("noop").outputMode("append").option("checkpointLocation", os.path.join(work, "chk")) \
+    if sink == "noop":
+        writer = df.writeStream.format("noop")
+    else:   # a table: Delta (delta-spark) or Parquet; window structs flattened for Parquet readers
+        cols = [F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end")] \
+            if "window" in df.columns else [F.col("session_window.start").alias("window_start"),
+                                            F.col("session_window.end").alias("window_end")]
+        rest = [c for c in df.columns if c not in ("window", "session_window")]
+        writer = df.select(*cols, *rest).writeStream.format(native_table_format()) \
+            .option("path", os.path.join(work, "table"))
+    q = writer.outputMode("append").option("checkpointLocation", os.path.join(work, "chk")) \
         .trigger(availableNow=True).start()
     return _timed(q)
 
@@ -109,16 +133,24 @@ def main() -> None:
     ap.add_argument("--only", choices=sorted(QUERIES), action="append")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark"))
     ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--sink", choices=("noop", "table"), default="noop",
+                    help="noop: the windowing alone; table: each engine writes its result to tables (docstring)")
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # Spark's Python workers: this venv
     bids = write_bids(os.path.join(args.dir, "bids"), args.events, args.batches)
-    spark = (SparkSession.builder.master("local[2]").config("spark.driver.memory", args.driver_memory)
-             .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-             .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").config("spark.driver.memory", args.driver_memory)
+               .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    if args.sink == "table" and native_table_format() == "delta":
+        builder = _with_delta(builder)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    print(f"{bids:,} bids of {args.events:,} events in {args.batches} files; local[2]")
+    import pyspark
+    into = ("the noop sink" if args.sink == "noop" else
+            f"tables: ours the pane sink's Delta tables, native {native_table_format()} (pyspark {pyspark.__version__})")
+    print(f"{bids:,} bids of {args.events:,} events in {args.batches} files; local[2]; results into {into}")
     for name in args.only or list(QUERIES):
         ours_opts, grouping, aggregate = QUERIES[name]
         times: dict[str, list[float]] = {"ours": [], "native": []}
@@ -127,8 +159,9 @@ def main() -> None:
                 work = tempfile.mkdtemp(prefix=f"nexmark-{name}-{engine}-", dir=args.dir)
                 gc.collect()
                 spark.sparkContext._jvm.java.lang.System.gc()
-                seconds = run_ours(spark, os.path.join(args.dir, "bids"), ours_opts, work) if engine == "ours" \
-                    else run_native(spark, os.path.join(args.dir, "bids"), grouping, aggregate, work)
+                seconds = run_ours(spark, os.path.join(args.dir, "bids"), ours_opts, work, args.sink) \
+                    if engine == "ours" else \
+                    run_native(spark, os.path.join(args.dir, "bids"), grouping, aggregate, work, args.sink)
                 shutil.rmtree(work, ignore_errors=True)
                 if run:
                     times[engine].append(seconds)
@@ -138,6 +171,20 @@ def main() -> None:
             print(f"{name} {engine:6s} min / median / max {min(ts):.2f} / {med:.2f} / {max(ts):.2f} s | "
                   f"{bids / med:,.0f} bids/s | {bids / med / 2:,.0f} bids/s per core")
         print(f"{name} native / ours (medians): {statistics.median(times['native']) / statistics.median(times['ours']):.2f}x")
+
+
+def _with_delta(builder):
+    """Delta's JVM package (from Maven Central, cached) and its SQL extension and catalog."""
+    from importlib.metadata import version
+
+    import pyspark
+
+    from spark_windowing.tools.packages import jar_confs
+    spark_minor = ".".join(pyspark.__version__.split(".")[:2])
+    for k, v in jar_confs(f"io.delta:delta-spark_{spark_minor}_2.13:{version('delta-spark')}").items():
+        builder = builder.config(k, v)
+    return (builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+            .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"))
 
 
 if __name__ == "__main__":
