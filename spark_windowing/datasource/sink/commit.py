@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
@@ -38,16 +39,16 @@ class BatchCommit:
         root = self.options.root
         files = [f for m in self.messages for f in m.files]
         staged = [p for m in self.messages for p in m.deletes]
-        replayed: dict[str, list[str]] = {}
-        with timed(self.phases, "append"):
-            for table in (TRIGGERS, RETRACTIONS):
-                mine = [f for f in files if f.table == table]
-                if not self._append(table, mine):
-                    replayed[table] = [f.path for f in mine]
-        with timed(self.phases, "merge"):
-            self._bound = self._closed_bound(files)
-            triggers = [f for f in files if f.table == TRIGGERS]
-            self._merge_current([f.path for f in triggers], staged, sum(f.size for f in triggers))
+        # The tables' commits are independent (each holds the batch or not, by its own app
+        # transaction), so the pane log's appends run in a thread beside the MERGE; delta-rs
+        # releases the GIL while it works. Their phases overlap.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowed-sink-append") as pool:
+            appended = pool.submit(self._append_log, files)
+            with timed(self.phases, "merge"):
+                self._bound = self._closed_bound(files)
+                triggers = [f for f in files if f.table == TRIGGERS]
+                self._merge_current([f.path for f in triggers], staged, sum(f.size for f in triggers))
+            replayed = appended.result()
         with timed(self.phases, "close"):
             self._close_windows()
         with timed(self.phases, "clean"):
@@ -55,6 +56,17 @@ class BatchCommit:
                 delta.delete_files(f"{root}/{table}", paths)
             delta.delete_files(f"{root}/{STAGING}", staged)
             delta.delete_stale_staging(root, self.batch_id)
+
+    def _append_log(self, files: Sequence[DataFile]) -> dict[str, list[str]]:
+        """Append the batch's files to ``triggers`` and ``retractions``; returns, per table that
+        already held the batch (a replay), the files to delete."""
+        replayed: dict[str, list[str]] = {}
+        with timed(self.phases, "append"):
+            for table in (TRIGGERS, RETRACTIONS):
+                mine = [f for f in files if f.table == table]
+                if not self._append(table, mine):
+                    replayed[table] = [f.path for f in mine]
+        return replayed
 
     def _open(self, table: str) -> tuple[DeltaTable, bool]:
         """The table and whether it already holds this batch."""
