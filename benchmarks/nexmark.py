@@ -142,7 +142,7 @@ def main() -> None:
     bids = write_bids(os.path.join(args.dir, "bids"), args.events, args.batches)
     builder = (SparkSession.builder.master("local[2]").config("spark.driver.memory", args.driver_memory)
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false"))
     if args.sink == "table" and native_table_format() == "delta":
         builder = _with_delta(builder)
     spark = builder.getOrCreate()
