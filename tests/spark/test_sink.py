@@ -200,6 +200,25 @@ def test_both_merge_modes_give_the_models_current(tmp_path, monkeypatch, eager_b
     assert table_rows(tmp_path) == model_rows(4, 5)
 
 
+@pytest.mark.parametrize("options, warned", [
+    ({"trigger": "AfterWatermark(early=AfterCount(5))"}, True),
+    ({"allowedLateness": "1 minute"}, True),
+    ({}, False),                                              # fires once: current is the result
+    ({"trigger": "AfterWatermark(early=AfterCount(5))", "accumulationMode": "accumulating"}, False),
+])
+def test_discarding_panes_that_fire_more_than_once_warn_about_current(tmp_path, caplog, options, warned):
+    from spark_windowing.datasource.source.reader import stream_schema
+    schema = stream_schema({"source": "generator", "window": "tumbling(10 seconds)", "aggregate": "count(*) AS n",
+                            "timestampColumn": "event_time", "keyColumns": "user_id",
+                            "stateLocation": str(tmp_path / "state"), **options})
+    with caplog.at_level("WARNING", logger="spark_windowing.datasource.sink.writer"):
+        PaneStreamWriter({"path": str(tmp_path / "panes")}, schema, False)
+    said = [r.getMessage() for r in caplog.records if "accumulationMode=discarding" in r.getMessage()]
+    assert bool(said) == warned, said
+    if warned:
+        assert "'current' keeps the latest pane, the last increment" in said[0]
+
+
 def test_abort_removes_written_files(tmp_path):
     writer = _writer(tmp_path)
     message = _write(writer, _batch_rows(1))

@@ -143,6 +143,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
                              f"DataFrame columns: {schema.simpleString()}") from None
         self.produced = pane_spec.from_schema(schema)   # the windowing spec of the panes (None: unknown)
         _check_spec(self.options, self.produced)         # before anything is created or written
+        _warn_discarding_current(self.options, self.produced)
         _ensure_tables(self.options, self.schema)
         # Spark creates this writer when the query starts (before batch 0) and again for each
         # commit: a query with its checkpointLocation as an option knows its id here and takes the
@@ -223,6 +224,32 @@ def _check_spec(options: SinkOptions, produced: dict | None) -> None:
         "this query's would be mixed in one table set (in 'current', windows of both specs would count the "
         "same events twice). Write to a new sink path (.option('path', ...)), or, to add this query's panes "
         f"to these tables on purpose, set {ALLOW_SPEC_CHANGE_HINT}.")
+
+
+#: Sink paths this process has warned about (``_warn_discarding_current``): once each.
+_WARNED_DISCARDING: set[str] = set()
+#: Triggers that fire a window once (at the watermark) when no lateness is allowed.
+_ONE_SHOT_TRIGGERS = ("Default()", "AfterWatermark()")
+
+
+def _warn_discarding_current(options: SinkOptions, produced: dict | None) -> None:
+    """``current`` keeps each window's latest pane. Under ``discarding`` a pane holds only what
+    arrived since the window's previous pane, so where a window can fire more than once (early or
+    late panes, ``allowedLateness``) ``current`` holds the last increment, not the window's result
+    (and, with no retractions, merged sessions' earlier windows stay). Said once per process and
+    path; the pane log holds every increment."""
+    if produced is None or produced.get("accumulationMode") != "discarding" or options.root in _WARNED_DISCARDING:
+        return
+    if produced.get("trigger") in _ONE_SHOT_TRIGGERS and not produced.get(pane_spec.LATENESS_US):
+        return
+    _WARNED_DISCARDING.add(options.root)
+    _log.warning(
+        "windowed sink: %s: the panes are accumulationMode=discarding with trigger %s and allowedLateness %s, so a "
+        "window can fire more than once and each pane holds only what arrived since the previous one: 'current' "
+        "keeps the latest pane, the last increment, not the window's result. For a result table use "
+        ".option('accumulationMode', 'accumulating') (or 'accumulating_and_retracting' for session windows); the "
+        "'triggers' table holds every increment.", options.root, produced.get("trigger"),
+        produced.get("allowedLateness", "0 seconds"))
 
 
 def _record_spec(options: SinkOptions, produced: dict) -> None:
