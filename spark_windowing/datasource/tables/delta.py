@@ -180,14 +180,16 @@ def latest(uri: str) -> DeltaTable:
     """The table at ``uri`` at its latest version, kept open across calls in this process.
 
     Opening a Delta table replays its log from the last checkpoint (6-25 ms for a pane table a
-    few dozen commits old); a kept handle reads only the commits added since (about 1 ms). The
+    few dozen commits old); a kept handle looks for the next version's log entry (one stat, or one
+    HEAD request on an object store) and reads only the commits added since (2-10 ms). The
     sink's commit runs in a Python worker that Spark keeps for the query, so each micro-batch
     pays the catch-up, not the open. A table deleted and created anew under the same ``uri`` must
     be dropped with :func:`forget` (``ensure_pane_table`` does it when it creates a table)."""
     table = _HANDLES.get(uri)
     if table is not None:
         try:
-            table.update_incremental()
+            if storage.exists(f"{uri.rstrip('/')}/_delta_log/{table.version() + 1:020d}.json"):
+                table.update_incremental()    # versions are contiguous: no next one, nothing newer
             return table
         except Exception:   # e.g. the log was moved away under us: open it afresh (or fail there)
             _HANDLES.pop(uri, None)
