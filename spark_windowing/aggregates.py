@@ -13,6 +13,10 @@ counts are 0):
 ``last(x)``            value of the element with the largest event time (ties: latest arrival)
 ``collect_list(x)``    non-null values in arrival order (upstream order within a micro-batch)
 ``count_distinct(x)``  distinct non-null values
+``top(n, x, c, ...)``  the rows whose ``x`` ranks in the n largest, ties kept (SQL ``RANK() <= n``),
+                       as a list of structs ``{x, c, ...}`` (the columns' types), best first;
+                       ``bottom(n, ...)`` the n smallest; ``max_rows(x, c, ...)`` = ``top(1, ...)``,
+                       ``min_rows(x, c, ...)`` = ``bottom(1, ...)`` (``spark_windowing.ranked``)
 =====================  ==========================================================================
 
 Each may carry ``AS alias``; the default name is ``func(x)``, e.g. ``sum(amount)``.
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -45,15 +50,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing import ranked
 from spark_windowing._groups import Groups
 from spark_windowing.errors import OptionError
 from spark_windowing.process import BoundProcess, PaneBuffer, PaneInfo
 
 AGGREGATE_FORMS = ("a comma-separated list of sum(x), count(*), count(x), avg(x), min(x), max(x), first(x), "
-                   "last(x), collect_list(x), count_distinct(x), each optionally followed by 'AS <name>'; "
+                   "last(x), collect_list(x), count_distinct(x), top(n, x, col, ...), bottom(n, x, col, ...), "
+                   "max_rows(x, col, ...), min_rows(x, col, ...), each optionally followed by 'AS <name>'; "
                    "or module:Class for a custom accumulation")
 FUNCS = ("sum", "count", "avg", "min", "max", "first", "last", "collect_list", "count_distinct")
 _ITEM = re.compile(r"^\s*([A-Za-z_]\w*)\s*\(\s*(\*|[A-Za-z_][\w.]*|`[^`]+`)\s*\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$")
+_RANKED = re.compile(r"^\s*(top|bottom|max_rows|min_rows)\s*\(([^()]*)\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$",
+                     re.IGNORECASE)
+_NAME = re.compile(r"^([A-Za-z_][\w.]*|`[^`]+`)$")
 _CUSTOM = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(\([^()]*\))?\s*(?:(?i:AS)\s+([A-Za-z_]\w*))?\s*$")
 
 
@@ -66,6 +76,9 @@ class AggregateSpec:
     alias: str
     target: str | None = None  # "module:Class" for custom, "module:function" for process
     hidden: bool = False       # internal (join side counters): kept in state, not a pane column
+    n: int = 0                 # ranked rows (``spark_windowing.ranked``): the rank kept
+    carry: tuple[str, ...] = ()   # ranked rows: the input columns carried beside ``column``
+    labels: tuple[str, ...] = ()  # ranked rows: the struct's field names (``column``, then ``carry``)
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -96,6 +109,10 @@ def parse_aggregates(text: str) -> tuple[AggregateSpec, ...]:
             specs.append(AggregateSpec("custom", None, custom.group(4) or custom.group(2),
                                        target=f"{custom.group(1)}:{custom.group(2)}{args.replace(' ', '')}"))
             continue
+        rank = _RANKED.match(item)
+        if rank:
+            specs.append(_parse_ranked(text, item, rank))
+            continue
         m = _ITEM.match(item)
         if not m:
             raise OptionError("aggregate", text, AGGREGATE_FORMS, why=f"cannot parse {item.strip()!r}")
@@ -113,6 +130,27 @@ def parse_aggregates(text: str) -> tuple[AggregateSpec, ...]:
     if dup:
         raise OptionError("aggregate", text, AGGREGATE_FORMS, why=f"duplicate output name(s) {sorted(dup)}; use AS")
     return tuple(specs)
+
+
+def _parse_ranked(text: str, item: str, m: re.Match) -> AggregateSpec:
+    """``top(n, x, c, ...)``, ``bottom(n, ...)``, ``max_rows(x, c, ...)``, ``min_rows(x, ...)``."""
+    func = m.group(1).lower()
+    args = [a.strip() for a in m.group(2).split(",")]
+    n = 1
+    if func in ("top", "bottom"):
+        if not args or not args[0].isdigit() or int(args[0]) < 1:
+            raise OptionError("aggregate", text, AGGREGATE_FORMS,
+                              why=f"{item.strip()!r}: {func}'s first argument is how many ranks, a positive integer")
+        n, args = int(args[0]), args[1:]
+    bad = [a for a in args if not _NAME.match(a)]
+    if not args or bad:
+        raise OptionError("aggregate", text, AGGREGATE_FORMS,
+                          why=f"{item.strip()!r}: needs the value column, then the columns to carry, by name"
+                              + (f" ({bad[0]!r} is not a column name)" if bad else ""))
+    cols = [a.strip("`") for a in args]
+    labels = tuple(dict.fromkeys(cols))
+    alias = m.group(3).strip("`") if m.group(3) else f"{func}({cols[0]})"
+    return AggregateSpec(func, cols[0], alias, n=n, carry=labels[1:], labels=labels)
 
 
 def load_custom(target: str, option: str = "aggregate") -> Any:
@@ -155,6 +193,8 @@ class BoundAggregate:
     index: int
     input_type: pa.DataType | None
     custom: Any = None
+    keep_all: bool = False   # ranked rows: keep every row (RETRACTION rows may come), not the candidates
+    carry_types: tuple[pa.DataType, ...] = ()  # ranked rows: the carried columns' types
     _np_dtype: Any = field(default=None, repr=False)
 
     # ---- layout ----
@@ -173,6 +213,8 @@ class BoundAggregate:
         out = {"sum": pa.int64() if t is not None and pa.types.is_integer(t) else pa.float64(),
                "count": pa.int64(), "count_star": pa.int64(), "count_distinct": pa.int64(),
                "avg": pa.float64(), "collect_list": pa.list_(t) if t is not None else None}.get(f, t)
+        if f in ranked.FUNCS:
+            out = pa.list_(pa.struct(list(zip(self.spec.labels, (t, *self.carry_types)))))
         return [pa.field(self.spec.alias, out)]
 
     def value_dtype(self):
@@ -201,7 +243,7 @@ class BoundAggregate:
             return {p + "v": (self.value_dtype(), None), p + "n": (np.int64, 0)}
         if f in ("first", "last"):
             return {p + "v": (self.value_dtype(), None), p + "t": (np.int64, 0), p + "n": (np.int64, 0)}
-        if f in ("collect_list", "count_distinct", "custom", "process"):
+        if f in ("collect_list", "count_distinct", "custom", "process", *ranked.FUNCS):
             return {p + "o": (object, None)}
         raise AssertionError(f)
 
@@ -210,7 +252,7 @@ class BoundAggregate:
         f = self.spec.func
         for i in range(n):
             out[i] = ([] if f == "collect_list" else set() if f == "count_distinct" else
-                      PaneBuffer() if f == "process" else self.custom.initial())
+                      PaneBuffer() if f == "process" else Counter() if f in ranked.FUNCS else self.custom.initial())
         return out
 
     # ---- pre-aggregation of a batch ----
@@ -237,13 +279,15 @@ def _custom_fields(obj: Any) -> list[tuple[str, pa.DataType]]:
 
 
 def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: str = "",
-                    evictor: Any = None) -> list[BoundAggregate]:
+                    evictor: Any = None, retracting_input: bool = False) -> list[BoundAggregate]:
     """Resolve input columns and types; raise OptionError for unknown columns or bad types.
-    ``evictor``: the process function's evictor (``spark_windowing.process``)."""
+    ``evictor``: the process function's evictor (``spark_windowing.process``);
+    ``retracting_input``: RETRACTION rows may arrive (``window=inherit``)."""
     bound = []
     for i, s in enumerate(specs):
         t = None
         custom = None
+        carry_types: tuple[pa.DataType, ...] = ()
         if s.func == "custom":
             custom = load_custom(s.target or "")
         elif s.func == "process":
@@ -258,11 +302,21 @@ def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: s
                                   why=f"{s.func}({s.column}) needs a numeric column, {s.column!r} is {t}")
             if pa.types.is_decimal(t):
                 t = pa.float64()
-            if s.func in ("min", "max") and not (_orderable(t) or pa.types.is_null(t)):
+            if s.func in ("min", "max", *ranked.FUNCS) and not (_orderable(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs an orderable column, {s.column!r} is {t}")
-        bound.append(BoundAggregate(s, i, t, custom))
+            if s.func in ranked.FUNCS:
+                t = schema.field(s.column).type   # kept as it is (decimals too): the rows are carried
+                carry_types = tuple(_carried_type(schema, c, s, text) for c in s.carry)
+        bound.append(BoundAggregate(s, i, t, custom, keep_all=retracting_input, carry_types=carry_types))
     return bound
+
+
+def _carried_type(schema: pa.Schema, column: str, s: AggregateSpec, text: str) -> pa.DataType:
+    if column not in schema.names:
+        raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
+                          why=f"{s.alias} carries column {column!r}, which is not an upstream column {schema.names}")
+    return schema.field(column).type
 
 
 # ---- state operations (used by the operator) -------------------------------------------------
@@ -293,7 +347,7 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
         cols["__h"] = pa.array(hold_ts, pa.int64(), mask=hold_ts == np.iinfo(np.int64).max)
         specs += [("__h", "min"), ("__h", "max")]
     for a in aggs:
-        if a.spec.column is not None and a.spec.func not in ("first", "last"):
+        if a.spec.column is not None and a.spec.func not in ("first", "last", *ranked.FUNCS):
             name = _col_name(a.index)
             arr = _typed(pairs.column(a.spec.column))
             if a.spec.func in ("sum", "avg") and not pa.types.is_integer(arr.type):
@@ -330,6 +384,7 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
             partials[a.prefix + "o"] = out.column(f"{name}_{'list' if f == 'collect_list' else 'distinct'}")
     _first_last(aggs, pairs, g, ts, rows, partials)
     _custom_partials(aggs, pairs, g, rows, partials)
+    _ranked_partials(aggs, pairs, g, rows, partials)
     for a in aggs:
         if a.spec.func == "process":
             arr = np.arange(len(g), dtype=np.int64) if arrival is None else arrival
@@ -342,6 +397,7 @@ def input_columns(aggs: list[BoundAggregate], events: pa.Table) -> pa.Table:
     if any(a.spec.func == "custom" for a in aggs):
         return events
     needed = {a.spec.column for a in aggs if a.spec.column is not None}
+    needed.update(c for a in aggs for c in a.spec.carry)
     for a in aggs:
         if a.spec.func == "process":
             needed.update(a.custom.stored)
@@ -528,6 +584,25 @@ def _custom_partials(aggs, pairs, g, rows, partials) -> None:
         partials[a.prefix + "o"] = groups
 
 
+def _ranked_partials(aggs, pairs, g, rows, partials) -> None:
+    """Per group of ``rows``, the row tuples a ranked-rows aggregate folds in: its candidates
+    (``ranked.candidates``), or every row with a value when it keeps all."""
+    for a in aggs:
+        if a.spec.func not in ranked.FUNCS:
+            continue
+        values = _typed(pairs.column(a.spec.column))
+        desc = ranked.best_first(a.spec.func)
+        idx = (np.flatnonzero(np.asarray(values.is_valid())) if a.keep_all
+               else ranked.candidates(g, values, a.spec.n, desc))
+        idx = idx[np.argsort(g[idx], kind="stable")]
+        tuples = ranked.row_tuples(pairs, (a.spec.column, *a.spec.carry), idx)
+        sg = g[idx]
+        lo, hi = np.searchsorted(sg, rows, side="left"), np.searchsorted(sg, rows, side="right")
+        groups = np.empty(len(rows), dtype=object)
+        groups[:] = [tuples[i:j] for i, j in zip(lo.tolist(), hi.tolist())]
+        partials[a.prefix + "o"] = groups
+
+
 def _to_np(arr: pa.Array | pa.ChunkedArray, dtype) -> np.ndarray:
     if dtype is object:
         out = np.empty(len(arr), dtype=object)
@@ -578,13 +653,18 @@ def merge_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows
             store = cols[p + "o"]
             for r, elements in zip(rows.tolist(), partials[p + "o"]):
                 store[r] = a.custom.add(store[r], elements)
+        elif f in ranked.FUNCS:
+            store, n, desc = cols[p + "o"], a.spec.n, ranked.best_first(f)
+            for r, tuples in zip(rows.tolist(), partials[p + "o"]):
+                if tuples:
+                    store[r] = ranked.add(store[r], tuples, n, desc, a.keep_all)
         elif f == "process":
             a.custom.add(cols[p + "o"], rows, partials[p + "o"])
 
 
 #: Aggregates that can subtract a RETRACTION row of inherited panes (``window=inherit``);
 #: a custom accumulation can when it has ``retract(acc, elements) -> acc``.
-RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list"})
+RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list", *ranked.FUNCS})
 
 
 def check_no_retractions(aggs: list[BoundAggregate], retracted: np.ndarray, text: str | None = None) -> None:
@@ -608,7 +688,8 @@ def check_no_retractions(aggs: list[BoundAggregate], retracted: np.ndarray, text
             else f"{a.spec.alias} cannot take back a retracted input row"
         raise OptionError("aggregate", text or a.spec.alias,
                           "with window=inherit over input that has RETRACTION rows (an accumulating_and_retracting "
-                          "upstream): sum, count, avg, collect_list, or module:Class with retract(acc, elements); "
+                          "upstream): sum, count, avg, collect_list, top, bottom, max_rows, min_rows, or "
+                          "module:Class with retract(acc, elements); "
                           "any aggregate over a discarding or accumulating upstream",
                           why=f"{n} RETRACTION row(s) arrived; {cannot}")
 
@@ -635,6 +716,10 @@ def subtract_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], r
             store = cols[p + "o"]
             for r, elements in zip(rows.tolist(), partials[p + "o"]):
                 store[r] = a.custom.retract(store[r], elements)
+        elif f in ranked.FUNCS:
+            store = cols[p + "o"]
+            for r, tuples in zip(rows.tolist(), partials[p + "o"]):
+                store[r] = ranked.retract(store[r], tuples)
         else:  # check_no_retractions() rejects the rest before a retracted row gets here
             raise AssertionError(f"{f} is not retractable")
 
@@ -671,6 +756,9 @@ def merge_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], src: int
             cols[p + "o"][dst] = cols[p + "o"][dst] | cols[p + "o"][src]
         elif f == "custom":
             cols[p + "o"][dst] = a.custom.merge([cols[p + "o"][dst], cols[p + "o"][src]])
+        elif f in ranked.FUNCS:
+            cols[p + "o"][dst] = ranked.merge(cols[p + "o"][dst], cols[p + "o"][src], a.spec.n,
+                                              ranked.best_first(f), a.keep_all)
         elif f == "process":
             cols[p + "o"][dst] = cols[p + "o"][dst].merged(cols[p + "o"][src])
 
@@ -726,6 +814,10 @@ def outputs(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.nd
             arrays.append(pa.array([list(x) for x in cols[p + "o"][rows]], a.output_fields()[0].type))
         elif f == "count_distinct":
             arrays.append(pa.array([len(x) for x in cols[p + "o"][rows]], pa.int64()))
+        elif f in ranked.FUNCS:
+            n, desc, names = a.spec.n, ranked.best_first(f), a.spec.labels
+            arrays.append(pa.array([ranked.output(x, n, desc, names) for x in cols[p + "o"][rows]],
+                                   a.output_fields()[0].type))
         elif f == "custom":
             outs = [a.custom.output(x) for x in cols[p + "o"][rows]]
             for fld in a.output_fields():

@@ -137,9 +137,11 @@ def _side(a: AggregateSpec, side: int, shared: set[str]) -> AggregateSpec:
         return AggregateSpec("count", ON1 if side == 1 else ON2, a.alias)
     if a.column is None:
         return a
-    if side == 2:
-        return AggregateSpec(a.func, S2 + a.column, a.alias)
-    return AggregateSpec(a.func, S1 + a.column, a.alias) if a.column in shared else a
+    prefix = S2 if side == 2 else S1
+
+    def column(c: str) -> str:
+        return prefix + c if side == 2 or c in shared else c
+    return replace(a, column=column(a.column), carry=tuple(column(c) for c in a.carry))
 
 
 def side_counts(aggs: list, cols: dict[str, np.ndarray], rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -240,10 +242,7 @@ def union_schema(schema1: pa.Schema, schema2: pa.Schema, spec) -> pa.Schema:
     _type(schema1, spec.timestamp_column, "timestampColumn", spec.timestamp_column)
     _type(schema2, j.timestamp_column2, "timestampColumn2", j.timestamp_column2)
     fields[spec.timestamp_column] = _TS
-    for a in spec.aggregates:
-        col = a.column
-        if col is None or a.hidden:
-            continue
+    for col in (c for a in spec.aggregates if a.column is not None and not a.hidden for c in (a.column, *a.carry)):
         if col.startswith(S2):
             if col[len(S2):] not in schema2.names:
                 raise OptionError("aggregate2", j.aggregate2_text,

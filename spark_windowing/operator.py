@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from spark_windowing import aggregates as agg
 from spark_windowing import join
-from spark_windowing import buffered, mixed
+from spark_windowing import buffered, mixed, ranked
 from spark_windowing._arrow import field_type
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
 from spark_windowing.elements import NOKEY, Elements, check_input, column_micros, future_mask, read_elements
@@ -90,7 +90,8 @@ class WindowedOperator:
         """Resolve columns and types against the upstream schema; raise OptionError."""
         spec = self.spec
         check_input(spec, schema)
-        self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor)
+        self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor,
+                                        retracting_input=spec.window.inherit)
         self.input_schema = schema
         key_fields = self.key_fields()
         key_schema = pa.schema(key_fields) if key_fields else pa.schema([pa.field(NOKEY, pa.int8())])
@@ -137,10 +138,13 @@ class WindowedOperator:
         if self.spec.key_columns:
             self.table.retype_keys(pa.schema(self.key_fields()))
         for i, a in enumerate(self.aggs):
-            if a.spec.column in changed:
-                new = agg.bind_aggregates((a.spec,), self.input_schema, self.spec.aggregate_text)[0]
+            if a.spec.column in changed or changed.keys() & set(a.spec.carry):
+                new = agg.bind_aggregates((a.spec,), self.input_schema, self.spec.aggregate_text,
+                                          retracting_input=a.keep_all)[0]
                 new.index = a.index
                 self.aggs[i] = new
+                if a.spec.func in ranked.FUNCS:
+                    continue  # its rows hold Python values, the nulls so far still right
                 for name, (dt, default) in new.state_columns().items():
                     self.table.reset_column(name, dt, default)
 

@@ -163,6 +163,7 @@ class OperatorSpec:
         doc = {
             "window": self.window.spec(), "trigger": self.trigger.spec(),
             "aggregates": [[a.func, a.column, a.alias, a.target] + ([True] if a.hidden else [])
+                           + ([a.n, list(a.carry)] if a.labels else [])   # ranked rows
                            for a in self.aggregates],
             "keys": list(self.key_columns), "ts": self.timestamp_column, "unit": self.timestamp_unit,
             "mode": self.accumulation_mode, "lateness": self.allowed_lateness,

@@ -36,7 +36,9 @@ Supported: tumbling / sliding / session (fixed gap or gap column) / global windo
 Default, AfterWatermark(early, late), AfterCount, AfterProcessingTime, Repeatedly, AfterAny,
 AfterAll, AfterEach, OrFinally, Never, ContinuousEventTime, ContinuousProcessingTime, the three
 accumulation modes, the three timestamp combiners, fire_only_updated_panes, and the aggregates
-sum, count(*), count(x), avg, min, max, first, last, collect_list, count_distinct.
+sum, count(*), count(x), avg, min, max, first, last, collect_list, count_distinct, and the ranked
+rows top(n, x, c, ...), bottom(n, ...), max_rows(x, c, ...), min_rows(x, ...): the rows of the
+window with a non-null x that fewer than n rows beat (SQL RANK() <= n), as {x, c, ...} dicts.
 
 Process functions (the ``process`` hook): instead of ``aggregate``, a callable
 ``process(rows, new, evicted, expired) -> dict`` (lists of the element dicts, arrival order) gives a
@@ -574,14 +576,26 @@ class Aggregate:
     func: str
     column: str | None      # None for count(*)
     name: str
+    n: int = 0              # ranked rows: the rank kept
+    carry: tuple = ()       # ranked rows: the other columns of a kept row
 
 
 _FUNCS = ("sum", "count", "avg", "min", "max", "first", "last", "collect_list", "count_distinct")
 
 
+_RANKED = ("top", "bottom", "max_rows", "min_rows")
+
+
 def parse_aggregates(text: str) -> list[Aggregate]:
     aggs = []
     for part in _split_args(text):
+        r = re.fullmatch(r"(top|bottom|max_rows|min_rows)\s*\((.*)\)(?:\s+as\s+(\w+))?", part.strip(), re.I)
+        if r:
+            func, args = r.group(1).lower(), [a.strip() for a in r.group(2).split(",")]
+            n = int(args.pop(0)) if func in ("top", "bottom") else 1
+            carry = tuple(c for c in dict.fromkeys(args[1:]) if c != args[0])
+            aggs.append(Aggregate(func, args[0], r.group(3) or f"{func}({args[0]})", n, carry))
+            continue
         m = re.fullmatch(r"(\w+)\s*\(\s*([\w*]+)\s*\)(?:\s+as\s+(\w+))?", part.strip(), re.I)
         if not m or m.group(1).lower() not in _FUNCS:
             raise ValueError(f"bad aggregate {part!r}")
@@ -611,6 +625,8 @@ def evaluate(agg: Aggregate, elements: list[Element]) -> Any:
         return vals
     if agg.func == "count_distinct":
         return len(set(vals))
+    if agg.func in _RANKED:
+        return ranked_rows(agg, present)
     if not vals:
         return None
     if agg.func == "sum":
@@ -626,6 +642,19 @@ def evaluate(agg: Aggregate, elements: list[Element]) -> Any:
     if agg.func == "last":      # largest timestamp; ties: latest arrival
         return max(present, key=lambda e: (e.t, e.seq)).row[agg.column]
     raise AssertionError(agg.func)
+
+
+def ranked_rows(agg: Aggregate, present: list[Element]) -> list[dict]:
+    """The rows fewer than n rows beat (larger x for top/max_rows, smaller for bottom/min_rows),
+    best first, equal values ordered by the carried columns (nulls first)."""
+    col, larger = agg.column, agg.func in ("top", "max_rows")
+
+    def beats(a: Element, b: Element) -> bool:
+        return a.row[col] > b.row[col] if larger else a.row[col] < b.row[col]
+    kept = [e for e in present if sum(beats(o, e) for o in present) < agg.n]
+    kept.sort(key=lambda e: [(0,) if e.row.get(c) is None else (1, e.row[c]) for c in agg.carry])
+    kept.sort(key=lambda e: e.row[col], reverse=larger)
+    return [{c: e.row.get(c) for c in (col, *agg.carry)} for e in kept]
 
 
 def evict(evictor: str | None, elements: list[Element]) -> tuple[list[Element], list[Element]]:

@@ -38,12 +38,15 @@ def _reference(stage1_live: dict[tuple, dict]) -> dict[tuple, tuple]:
     out: dict[tuple, list] = {}
     for (_, ws, we), p in stage1_live.items():
         out.setdefault((ws, we), []).append((p["k"], p["total"]))
-    return {w: (sum(t for _, t in v), len(v), sorted(k for k, _ in v)) for w, v in out.items()}
+    return {w: (sum(t for _, t in v), len(v), sorted(k for k, _ in v),
+                sorted((t, k) for k, t in v if t == max(t for _, t in v)),
+                sorted((t, k) for k, t in v if sum(o < t for _, o in v) < 2)) for w, v in out.items()}
 
 
 def _stage2(**kw) -> TestStream:
     return TestStream(window="inherit", timestamp_column="pane_timestamp",
-                      aggregate="sum(total) AS grand, count(*) AS n, collect_list(k) AS ks",
+                      aggregate="sum(total) AS grand, count(*) AS n, collect_list(k) AS ks, "
+                                "max_rows(total, k) AS best, bottom(2, total, k) AS low",
                       trigger="AfterWatermark(early=AfterCount(1), late=AfterCount(1))",
                       accumulation_mode="accumulating_and_retracting", allowed_lateness="1 hour", **kw)
 
@@ -82,7 +85,8 @@ def test_stage2_live_panes_equal_the_sums_of_stage1_live_panes(window, trigger, 
         if i == restore_at:  # snapshot -> restore -> continue
             s2 = TestStream.restore(s2.snapshot(), **s2._kwargs)
         expected = _reference(_live(s1_panes, ("k", "window_start", "window_end")))
-        got = {w: (p["grand"], p["n"], sorted(p["ks"]))
+        got = {w: (p["grand"], p["n"], sorted(p["ks"]), sorted((r["total"], r["k"]) for r in p["best"]),
+                   sorted((r["total"], r["k"]) for r in p["low"]))
                for w, p in _live(s2_panes, ("window_start", "window_end")).items()}
         assert got == expected, f"after bundle {i}"
     assert s2.take_late() == []
@@ -110,6 +114,18 @@ def test_top_n_per_window_over_retracting_per_key_sums():
                      {**base, "k": "b", "total": 1, "kind": "TRIGGER"}])
     last = [p for p in s2.take_panes() if p["kind"] == "TRIGGER"][-1]
     assert last["top"] == [{"label": "c", "value": 7.0}, {"label": "a", "value": 5.0}]
+
+
+def test_ranked_rows_take_back_a_retracted_winner():
+    """The winner retracted upstream: the rows beneath it, kept for this, win; types are kept."""
+    s2 = TestStream(window="inherit", timestamp_column="pane_timestamp", trigger="AfterWatermark(early=AfterCount(1))",
+                    aggregate="max_rows(total, k) AS best", accumulation_mode="accumulating_and_retracting")
+    base = {"window_start": 0, "window_end": 10, "pane_timestamp": 9}
+    s2.add_elements([{**base, "k": k, "total": t, "kind": "TRIGGER"} for k, t in (("a", 7), ("b", 9), ("c", 7))])
+    s2.add_elements([{**base, "k": "b", "total": 9, "kind": "RETRACTION"},
+                     {**base, "k": "b", "total": 1, "kind": "TRIGGER"}])
+    last = [p for p in s2.take_panes() if p["kind"] == "TRIGGER"][-1]
+    assert last["best"] == [{"total": 7, "k": "a"}, {"total": 7, "k": "c"}]
 
 
 def test_rows_without_a_window_are_malformed():

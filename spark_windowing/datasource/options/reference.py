@@ -131,7 +131,9 @@ OPTIONS: tuple[Option, ...] = (
            "`true` / `false`: skip a firing whose values equal the last fired pane", "`false`"),
     Option("aggregate", "reader", "Windows, triggers and aggregates",
            "`sum(x)`, `count(*)`, `count(x)`, `avg(x)`, `min(x)`, `max(x)`, `first(x)`, `last(x)`, "
-           "`collect_list(x)`, `count_distinct(x)`, each with optional `AS name`; or `module:Class[(arg, ...)]` "
+           "`collect_list(x)`, `count_distinct(x)`, `top(n, x, col, ...)`, `bottom(n, x, col, ...)`, "
+           "`max_rows(x, col, ...)`, `min_rows(x, col, ...)` (the rows ranked in the n best by `x`, ties kept, "
+           "as a list of structs of `x` and the `col`s), each with optional `AS name`; or `module:Class[(arg, ...)]` "
            "(custom accumulation: `output_fields`, `initial()`, `add(acc, elements)`, `merge(accs)`, "
            "`output(acc)`, optional `retract(acc, elements)`; see `spark_windowing/aggregates.py`; ready-made: "
            "`spark_windowing.accumulations:TopN(n, value, label)`)", "required unless `process`"),

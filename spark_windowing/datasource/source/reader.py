@@ -371,6 +371,7 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
             continue
         if a.column:
             names.append(a.column)
+        names += a.carry   # ranked rows' carried columns
     tops = []
     for n in names:
         top = n.split(".")[0]
