@@ -165,6 +165,7 @@ class StateStore:
         op = self.op
         if events is not None and events.num_rows and not op.bound:
             op.bind(events.schema)
+        stepped = op.seq   # the batch last stepped: a second step of it may follow (window(df)'s end of input)
         wm, proc, seq = op.next_clock(watermark, processing_time, batch_seq)
         ev_bucket = np.zeros(0, dtype=np.int64)
         per_bucket = np.zeros(self.n_buckets, dtype=np.int64)
@@ -178,7 +179,9 @@ class StateStore:
             self._load(np.flatnonzero(load))
             yield self._step_part(events, event_times, need, watermark, processing_time, batch_seq)
             return
-        assert not self.dirty.any(), "persist() after every batch"
+        if self.dirty.any():
+            assert stepped == seq, "persist() after every batch"
+            self._flush(seq)
         parts = plan_parts(np.flatnonzero(need), self.summary[:, 0] + per_bucket, self.max_rows)
         for part in parts:
             in_part = np.zeros(self.n_buckets, dtype=bool)

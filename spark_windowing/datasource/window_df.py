@@ -39,6 +39,13 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
   when input arrives. So when the input stops, the windows its last rows closed fire with the
   next input (``format("windowed")`` runs one more batch without input for them). For a bounded
   input read ``availableNow``, end it with an event past the last window (see docs).
+* **The end of the input, in the batch that says so.** A row whose watermark time is the end of
+  time (``format("windowed")`` with ``endOfInput=fire`` fires its last panes with that watermark)
+  ends the input: the shard that reads it steps its rows, then moves its watermark to the end and
+  fires every window, in the same batch (Beam's and Flink's end of a bounded input passed down a
+  chain). Its next batch would never come. A shard that gets no such row in that batch fires at
+  the next input, as above: a keyless second stage (one shard: the argmax per window of NEXMark's
+  q5) always gets them.
 * **Late and malformed rows, exactly once.** With ``lateDataPath`` the shard appends its step's
   late rows to that Delta table with a Delta application transaction (writer id from
   ``queryName`` or the spec, and the shard; version: the batch id + 1): a replayed batch appends
@@ -76,7 +83,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_windowing._arrow import field_type
-from spark_windowing._time import UNIT_FACTORS
+from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
 from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.options.config import SourceConfig
@@ -338,13 +345,18 @@ class _ShardStep:
         key_hash = sharding.key_hash(events, self.spec.key_columns) if events is not None \
             and self.spec.key_columns else None
         late, counts = [], {"events_in": 0 if events is None else events.num_rows, "malformed": 0}
-        for part in store.step_parts(events, watermark=seen, processing_time=bt, batch_seq=batch_id + 1,
-                                     key_hash=key_hash):
-            counts["malformed"] += int(part.metrics.get("malformed", 0))
-            if part.late.num_rows:
-                late.append(part.late)
-            if part.panes.num_rows:
-                yield from part.panes.to_batches()
+        batch_max = pc.max(wm_times).as_py() if wm_times is not None else None
+        steps = [(events, seen, key_hash)]
+        if batch_max is not None and batch_max >= GLOBAL_END and (seen is None or seen < GLOBAL_END):
+            steps.append((None, GLOBAL_END, None))   # the upstream's input ended (module docstring)
+        for step_events, watermark, hashes in steps:
+            for part in store.step_parts(step_events, watermark=watermark, processing_time=bt,
+                                         batch_seq=batch_id + 1, key_hash=hashes):
+                counts["malformed"] += int(part.metrics.get("malformed", 0))
+                if part.late.num_rows:
+                    late.append(part.late)
+                if part.panes.num_rows:
+                    yield from part.panes.to_batches()
         if counts["malformed"] and self.malformed == "fail":
             raise WindowingError(f"malformedEvents=fail: {counts['malformed']} row(s) of key shard {shard} have no "
                                  f"readable event time in column {self.spec.timestamp_column!r}")
@@ -353,7 +365,6 @@ class _ShardStep:
         store.persist(batch_id + 1)
         store.evict()
         keep_open(root, shard, store)
-        batch_max = pc.max(wm_times).as_py() if wm_times is not None else None
         shard_reports.write_report(root, batch_id + 1, shard, {"max_event_us": largest([seen, batch_max]), **counts})
         if batch_id % GC_EVERY == 0 and batch_id > 0:
             self._collect_garbage(root, shard, batch_id)

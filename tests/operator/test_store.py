@@ -196,6 +196,30 @@ def test_spilled_store_keeps_memory_bounded_and_reads_back(tmp_path):
     assert sorted(r["k"] for r in out.panes.to_pylist()) == sorted(f"k{i}" for i in range(40))
 
 
+def test_a_second_step_of_the_same_batch_runs_in_parts_and_persists_once(tmp_path):
+    """window(df)'s end of input: the batch's events, then the end-of-time watermark, in one batch.
+    The second step runs in parts (too little memory for the 40 due windows) over the first's
+    unpersisted changes; a different batch without persist() in between stays refused."""
+    spec, store = _filled_store(str(tmp_path), max_rows=10)
+    plain = WindowedOperator(spec, SCHEMA)
+    plain.step(pa.table({"k": [f"k{i}" for i in range(40)], "ts": list(range(40)), "v": [1] * 40}, schema=SCHEMA),
+               watermark=0, processing_time=0, batch_seq=1)
+    more = pa.table({"k": ["k1", "k50"], "ts": [45, 46], "v": [2, 3]}, schema=SCHEMA)
+    want = [plain.step(more, watermark=0, processing_time=0, batch_seq=2),
+            plain.step(None, watermark=10**9, processing_time=0, batch_seq=2)]
+    got = [list(store.step_parts(more, watermark=0, processing_time=0, batch_seq=2)),
+           list(store.step_parts(None, watermark=10**9, processing_time=0, batch_seq=2))]
+    assert len(got[1]) > 1   # in parts
+    for w, g in zip(want, got):
+        assert _sorted(pa.concat_tables([p.panes for p in g])) == _sorted(w.panes)
+    store.persist(2)
+    assert StateStore.open(spec, storage, str(tmp_path), 2, SCHEMA, buckets=4).num_windows == plain.num_windows == 0
+    later = pa.table({"k": [f"k{i}" for i in range(40)], "ts": [2_000_000] * 40, "v": [1] * 40}, schema=SCHEMA)
+    store.step(later, watermark=10**9, processing_time=0, batch_seq=3)
+    with pytest.raises(AssertionError, match="persist"):
+        list(store.step_parts(None, watermark=10**10, processing_time=0, batch_seq=4))
+
+
 def test_missing_manifest_is_an_error_naming_the_path(tmp_path):
     spec, store = _filled_store(str(tmp_path))
     with pytest.raises(SnapshotError, match="missing state snapshot .*000000000002.manifest"):
