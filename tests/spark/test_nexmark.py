@@ -1,12 +1,17 @@
 """NEXMark's windowed queries as one streaming query each (docs/nexmark.md), their final panes
 checked against an independent Spark batch SQL reference over the same generated events:
-``session_window`` for q11, ``window`` and a join for q8; q12 (processing-time windows) by its
-invariants. Small data (20,000 events), ``availableNow`` with ``endOfInput=fire``."""
+``session_window`` for q11, ``window`` and a join for q8, ``window`` and a max per window for q5
+and q7; q12 (processing-time windows) by its invariants. Small data (20,000 events),
+``availableNow`` with ``endOfInput=fire``."""
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
+
 import pytest
 
+import spark_windowing
 from spark_windowing.nexmark import NexmarkConfig, generate
 from tests.spark._helpers import micros, run_panes
 
@@ -17,9 +22,9 @@ EVENTS = {"source": "nexmark", "totalEvents": str(TOTAL), "eventsPerBatch": "500
 G = NexmarkConfig(total_events=TOTAL, prob_delayed_event=0.05, occasional_delay=2_000_000)
 
 
-def _view(spark, kind: str):
-    name = f"nexmark_{kind}"
-    spark.createDataFrame(generate(G, 0, TOTAL, kind).drop_columns(["extra"]).to_pandas()).createOrReplaceTempView(name)
+def _view(spark, kind: str, g: NexmarkConfig = G):
+    name = f"nexmark_{kind}_{g.events_per_second}"
+    spark.createDataFrame(generate(g, 0, TOTAL, kind).drop_columns(["extra"]).to_pandas()).createOrReplaceTempView(name)
     return name
 
 
@@ -65,6 +70,70 @@ def test_q12_processing_time_windows_count_every_bid_once(spark, tmp_path):
     assert len(windows) == len(set(windows))                      # one pane per bidder and window
     assert all(micros(r["window_end"]) - micros(r["window_start"]) == 10_000_000 for r in panes)
     assert {r["bidder"] for r in panes} == set(bids.column("bidder").to_pylist())
+
+
+#: 500 events per second: 40 s of event time, several windows of 10 s
+SLOW = {**EVENTS, "eventsPerSecond": "500"}
+G_SLOW = NexmarkConfig(total_events=TOTAL, prob_delayed_event=0.05, occasional_delay=2_000_000, events_per_second=500)
+#: late (delayed) bids update their windows: each stage retracts what it fired before
+LATE = {"accumulationMode": "accumulating_and_retracting", "allowedLateness": "1 hour",
+        "trigger": "AfterWatermark(late=AfterCount(1))"}
+
+
+def test_q7_highest_bids_equal_the_bids_at_spark_max_per_window(spark, tmp_path):
+    panes = run_panes(spark, {**SLOW, **LATE, "nexmarkEvents": "bid", "timestampColumn": "date_time",
+                              "window": "tumbling(10 seconds)",
+                              "aggregate": "max_rows(price, auction, bidder, date_time) AS top",
+                              "stateLocation": str(tmp_path / "state")}, str(tmp_path / "chk"))
+    got = Counter((ws, r["auction"], r["price"], r["bidder"], micros(r["date_time"]))
+                  for ws, rows in _final_rows(panes, "top").items() for r in rows)
+    bids = _view(spark, "bid", G_SLOW)
+    want = Counter((micros(r["s"]), r["auction"], r["price"], r["bidder"], micros(r["date_time"])) for r in spark.sql(
+        f"SELECT b.w.start AS s, auction, price, bidder, date_time FROM "
+        f"(SELECT *, window(date_time, '10 seconds') AS w FROM {bids}) b JOIN "
+        f"(SELECT window(date_time, '10 seconds') AS w, max(price) AS p FROM {bids} GROUP BY 1) m "
+        "ON b.w = m.w AND b.price = m.p").collect())
+    assert len({w for w, *_ in want}) >= 4 and got == want
+
+
+def test_q5_hot_items_in_one_query_equal_spark_argmax_per_window(spark, tmp_path):
+    """Bids per auction in sliding windows, then the auctions with the most bids per window (ties
+    kept): two windowings in one streaming query, window(df) over format("windowed")."""
+    reader = spark.readStream.format("windowed")
+    for k, v in {**SLOW, **LATE, "nexmarkEvents": "bid", "keyColumns": "auction", "timestampColumn": "date_time",
+                 "window": "sliding(10 seconds, 2 seconds)", "aggregate": "count(*) AS bids",
+                 "stateLocation": str(tmp_path / "state1")}.items():
+        reader = reader.option(k, v)
+    hot = spark_windowing.window(reader.load(), **LATE, window="inherit", aggregate="max_rows(bids, auction) AS hot",
+                                 stateLocation=str(tmp_path / "state2"))
+    name = "q5_" + uuid.uuid4().hex[:8]
+    q = (hot.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / "chk"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive and q.exception() is None, q.exception()
+    panes = spark.table(name).toArrow()
+    got = {ws: sorted((r["auction"], r["bids"]) for r in rows) for ws, rows in _final_rows(panes, "hot").items()}
+    bids = _view(spark, "bid", G_SLOW)
+    want: dict = {}
+    for r in spark.sql(
+            f"WITH c AS (SELECT window(date_time, '10 seconds', '2 seconds') AS w, auction, count(*) AS n "
+            f"FROM {bids} GROUP BY 1, 2) "
+            "SELECT c.w.start AS s, auction, n FROM c JOIN (SELECT w, max(n) AS m FROM c GROUP BY w) x "
+            "ON c.w = x.w AND c.n = x.m").collect():
+        want.setdefault(micros(r["s"]), []).append((r["auction"], r["n"]))
+    assert any(len(v) > 1 for v in want.values())   # ties, kept
+    assert len(want) > 10 and got == {ws: sorted(v) for ws, v in want.items()}
+
+
+def _final_rows(panes, column: str) -> dict:
+    """Per window start, the rows of the last TRIGGER pane not retracted after it (no key)."""
+    out: dict = {}
+    for r in sorted(panes.to_pylist(), key=lambda r: (r["batch_seq"], r["kind"] == "TRIGGER")):
+        if r["kind"] == "RETRACTION":
+            out.pop(micros(r["window_start"]), None)
+        else:
+            out[micros(r["window_start"])] = r[column]
+    return out
 
 
 def _final(panes) -> dict:
