@@ -34,6 +34,7 @@ class BatchCommit:
     phases: dict[str, float] = field(default_factory=dict)   # commit phase -> milliseconds
     _bound: int | None = None       # windows ending at or before this (µs) are closed
     _current: DeltaTable | None = None   # ``current`` as the MERGE left it (merge advances the handle)
+    _triggers: list[pa.RecordBatch] | None = None   # the batch's trigger panes, when read once (eager)
 
     def run(self) -> None:
         root = self.options.root
@@ -45,9 +46,12 @@ class BatchCommit:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowed-sink-append") as pool:
             appended = pool.submit(self._append_log, files)
             with timed(self.phases, "merge"):
-                self._bound = self._closed_bound(files)
                 triggers = [f for f in files if f.table == TRIGGERS]
-                self._merge_current([f.path for f in triggers], staged, sum(f.size for f in triggers))
+                size = sum(f.size for f in triggers)
+                if size <= EAGER_MERGE_BYTES:   # read once, for the bound, the buckets, the keys and the MERGE
+                    self._triggers = list(delta.read_files(root, TRIGGERS, [f.path for f in triggers]))
+                self._bound = self._closed_bound(files)
+                self._merge_current([f.path for f in triggers], staged, size)
             replayed = appended.result()
         with timed(self.phases, "close"):
             self._close_windows()
@@ -133,8 +137,10 @@ class BatchCommit:
         output). The watermark is the one the batch's pane rows carry."""
         if self.closing is None:
             return None
-        marks = [pc.max(b.column(0)) for f in files
-                 for b in delta.read_files(self.options.root, f.table, [f.path], columns=["watermark"])]
+        retractions = [f.path for f in files if f.table == RETRACTIONS]
+        batches = [*self._trigger_batches([f.path for f in files if f.table == TRIGGERS], ["watermark"]),
+                   *delta.read_files(self.options.root, RETRACTIONS, retractions, columns=["watermark"])]
+        marks = [pc.max(b.column(0)) for b in batches]
         values = [pc.cast(m, pa.int64()).as_py() for m in marks if m.is_valid]
         return max(values) - self.closing if values else None
 
@@ -164,8 +170,7 @@ class BatchCommit:
 
     def _buckets(self, trigger_paths: list[str], deletes: pa.Table, seconds: int) -> list[str]:
         """The distinct ``window_end_bucket`` values of the batch's panes (read: window_end only)."""
-        ends = [b.column(0) for b in delta.read_files(self.options.root, TRIGGERS, trigger_paths,
-                                                      columns=["window_end"])]
+        ends = [b.column(0) for b in self._trigger_batches(trigger_paths, ["window_end"])]
         ends += deletes.column("window_end").chunks
         values: set[str] = set()
         for end in ends:
@@ -174,7 +179,7 @@ class BatchCommit:
 
     def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
                         deletes: pa.Table, bucket: int | None) -> Iterator[pa.RecordBatch]:
-        for batch in delta.read_files(self.options.root, TRIGGERS, trigger_paths):
+        for batch in self._trigger_batches(trigger_paths):
             yield _with_bucket(_closed(batch, self._bound), bucket).cast(schema)
         for batch in deletes.to_batches():
             n = batch.num_rows
@@ -184,6 +189,16 @@ class BatchCommit:
                        if f.name == delta.BUCKET_COLUMN
                        else pa.nulls(n, f.type) for f in schema]
             yield pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    def _trigger_batches(self, paths: list[str], columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """The record batches of the batch's trigger files ``paths`` (``columns`` of them): from
+        memory when they were read once (at most ``EAGER_MERGE_BYTES``), else streamed from the
+        files, one record batch at a time."""
+        if self._triggers is None:
+            yield from delta.read_files(self.options.root, TRIGGERS, paths, columns=columns)
+            return
+        for batch in self._triggers:
+            yield batch if columns is None else batch.select(columns)
 
     def _retraction_only(self, trigger_paths: list[str], staged: list[str]) -> pa.Table:
         """The staged retraction-only key+windows that have no TRIGGER in any task of the batch.
@@ -198,7 +213,7 @@ class BatchCommit:
         if not staged_batches:
             return key_schema.empty_table()
         candidates = distinct(staged_batches, columns, self.schema, check_unique=False)
-        for batch in delta.read_files(self.options.root, TRIGGERS, trigger_paths, columns=columns):
+        for batch in self._trigger_batches(trigger_paths, columns):
             candidates = candidates.join(pa.Table.from_batches([batch]), keys=columns, join_type="left anti")
             if candidates.num_rows == 0:
                 break
