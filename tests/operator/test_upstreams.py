@@ -120,3 +120,22 @@ def test_an_unregistered_kind_is_refused_naming_the_registered_ones(tmp_path):
     with pytest.raises(OptionError) as e:
         parse_options(_toy_options(tmp_path))
     assert e.value.option == "source" and e.value.accepted == ", ".join(UPSTREAMS)
+
+
+def test_a_paced_nexmark_stream_offers_the_positions_due_by_the_wall_clock(tmp_path):
+    """``rate``: a batch reads what is due since the first call, at most ``eventsPerBatch``; both
+    bounds hold however slow the machine is (the stream's clock starts after ``before``)."""
+    import time
+
+    from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
+    options = {"source": "nexmark", "rate": "2000", "eventsPerBatch": "1500", "timestampColumn": "date_time",
+               "window": "tumbling(10 seconds)", "aggregate": "count(*) AS n", "statelocation": str(tmp_path / "s")}
+    reader = WindowedStreamReader(options, stream_schema(options))
+    start, limit = reader.initialOffset(), reader.getDefaultReadLimit()
+    before = time.monotonic()
+    assert reader.latestOffset(start, limit) == start            # nothing due yet: no batch
+    time.sleep(0.3)
+    end = reader.latestOffset(start, limit)
+    assert 600 <= end["up"] <= (time.monotonic() - before) * 2000
+    time.sleep(0.6)
+    assert reader.latestOffset(start, limit)["up"] == 1500   # 1,800 or more due: capped at eventsPerBatch

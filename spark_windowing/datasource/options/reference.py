@@ -287,6 +287,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("eventsPerSecond", "reader", "Generator",
            "`nexmark`: event-time rate (Beam's `firstEventRate`): event `n` is at `startTime + n / rate`",
            "`10000`"),
+    Option("rate", "reader", "Generator",
+           "`nexmark`: wall-clock events per second, a live source (Spark's `rate` source): a batch reads the "
+           "positions due since the stream started, at most `eventsPerBatch`", "unpaced: `eventsPerBatch` a batch"),
     Option("outOfOrderGroupSize", "reader", "Generator",
            "`nexmark`: events are permuted within groups of this many (Beam's rule), 1: in order", "`1`"),
     Option("probDelayedEvent", "reader", "Generator",
@@ -300,7 +303,7 @@ OPTIONS: tuple[Option, ...] = (
              if name == "seed" else f"`{name}`'s value")
       for name in ("eventsPerBatch", "totalEvents", "keys", "eventInterval", "disorder", "lateFraction", "seed",
                    "startTime", "nexmarkEvents", "eventsPerSecond", "outOfOrderGroupSize", "probDelayedEvent",
-                   "occasionalDelay")),
+                   "occasionalDelay", "rate")),
     # ------------------------------------------------------------------ sink
     Option("path", "sink", "Pane tables",
            "root `P` of the Delta tables `P/triggers` (every TRIGGER row), `P/retractions` (every RETRACTION "
