@@ -2,26 +2,38 @@
 same micro-batches, same run.
 
     python benchmarks/nexmark.py                                   # 1 M events, 100 batches, 1 run
-    python benchmarks/nexmark.py --events 10000000 --batches 100 --runs 3
+    python benchmarks/nexmark.py --events 10000000 --batches 100 --warmups 0
     python benchmarks/nexmark.py --only q11 --events 300000
+    python benchmarks/nexmark.py --only q5-count --only q7-max        # q5's and q7's first stage alone
     .venv-delta/bin/python benchmarks/nexmark.py --sink table     # results into tables (native: Delta)
 
 Writes NEXMark's bids once (``spark_windowing.nexmark``, Beam's generator rules; ``--events``
 stream positions, 46 of 50 of them bids) as ``--batches`` parquet files under ``--dir``, then in
-one local[2] session times, per query, ``--runs`` times, after an untimed warm-up per engine:
+one local[2] session times, per query, ``--runs`` times, after ``--warmups`` untimed runs (default 1) per engine:
 
 * ``ours``: ``readStream.format("windowed")`` over the files (``source=parquet``,
   ``maxFilesPerTrigger=1``) into the ``noop`` sink;
 * ``native``: Spark's file source over the same files, ``withWatermark`` and
   ``groupBy(window | session_window)`` in append mode into ``noop``, ``maxFilesPerTrigger=1``.
 
-The queries, as their windowed stage is defined by Flink's NEXMark SQL:
+The queries (windows as Flink's NEXMark SQL defines them), ``q5``, ``q7`` and ``q11`` by default:
 
-* ``q5-count``: bids per auction in sliding windows of 10 s every 2 s (q5's first stage; the
-  auctions with the most bids per window are a second stage: two queries today, see docs/nexmark.md);
-* ``q7-max``: the highest price per tumbling 10 s window (q7's first stage; the bids at that price
-  are a second stage likewise);
-* ``q11``: bids per bidder in session windows with a 10 s gap.
+* ``q5``: bids per auction in sliding windows of 10 s every 2 s, then per window the auctions
+  with the most bids. Ours: one query, ``window(df, window="inherit",
+  aggregate="max_rows(num, auction)")`` over the counts' ``format("windowed")`` (ties kept).
+  Native: the counts, then a second streaming aggregation per window (Spark chains stateful
+  operators in append mode), ``max_by(auction, num)``: one auction per window, ties dropped
+  (keeping them would need a join of the counts with their maximum, which a streaming query
+  cannot do after an aggregation in append mode);
+* ``q7``: per tumbling 10 s window, the bids at the highest price. Ours:
+  ``max_rows(price, auction, bidder, date_time)`` (ties kept). Native: ``max(struct(price,
+  auction, bidder, date_time))``, one bid per window, ties dropped (the bids at the maximum
+  need the same join);
+* ``q11``: bids per bidder in session windows with a 10 s gap;
+* ``q5-count``, ``q7-max``: q5's counts and q7's maximum price alone (the first stage).
+
+While each query runs, a sampler reads the resident memory of the JVM and every Python process
+under it every 0.2 s; the peak of their sum is printed per engine ("peak RSS").
 
 With ``--sink table`` each engine writes its result where a user would keep it, and the time
 includes it: ours into the pane sink (``writeStream.format("windowed")``: the Delta tables
@@ -30,9 +42,10 @@ through delta-spark when the ``delta-spark`` package is installed (the second vi
 ``.venv-delta``, has it; its JVM package comes through ``spark.jars.packages``), else a Parquet
 file sink (append mode); the run says which.
 
-q8 (a join of windows) and q12 (processing-time windows) are not timed here: Spark's native
-streaming cannot join two windowed aggregations in append mode in one query, nor window by
-processing time with a watermark. Prints per query and engine min / median / max seconds, events
+q8 (a join of windows) and q12 (processing-time windows) run ours alone (``--only q8 --only
+q12``; the reader generates the events, ``source=nexmark``): Spark's native streaming cannot join
+two windowed aggregations in append mode in one query, nor window by processing time with a
+watermark. Prints per query and engine min / median / max seconds, events
 per second and per core (2 cores), and native / ours. Not part of the test suite.
 """
 
@@ -45,17 +58,36 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 
 import pyarrow.parquet as pq
 
-QUERIES = {  # name: (our options, native grouping, native aggregate)
-    "q5-count": ({"window": "sliding(10 seconds, 2 seconds)", "keyColumns": "auction", "aggregate": "count(*) AS num"},
-                 ("window(date_time, '10 seconds', '2 seconds')", "auction"), "count(*) AS num"),
-    "q7-max": ({"window": "tumbling(10 seconds)", "aggregate": "max(price) AS max_price"},
-               ("window(date_time, '10 seconds')",), "max(price) AS max_price"),
-    "q11": ({"window": "session(10 seconds)", "keyColumns": "bidder", "aggregate": "count(*) AS bids"},
-            ("session_window(date_time, '10 seconds')", "bidder"), "count(*) AS bids"),
+from _procs import jvm_and_python_workers, rss
+
+Q5_COUNTS = {"window": "sliding(10 seconds, 2 seconds)", "keyColumns": "auction", "aggregate": "count(*) AS num"}
+QUERIES = {  # name: (our options, our second stage (window(df) options) or None,
+    #                 native grouping, native aggregate, native second stage (grouping, aggregate) or None)
+    "q5": (Q5_COUNTS, {"window": "inherit", "aggregate": "max_rows(num, auction) AS hot"},
+           ("window(date_time, '10 seconds', '2 seconds')", "auction"), "count(*) AS num",
+           (("window",), ("max_by(auction, num) AS hot", "max(num) AS num"))),
+    "q7": ({"window": "tumbling(10 seconds)", "aggregate": "max_rows(price, auction, bidder, date_time) AS top"}, None,
+           ("window(date_time, '10 seconds')",), "max(struct(price, auction, bidder, date_time)) AS top", None),
+    "q11": ({"window": "session(10 seconds)", "keyColumns": "bidder", "aggregate": "count(*) AS bids"}, None,
+            ("session_window(date_time, '10 seconds')", "bidder"), "count(*) AS bids", None),
+    "q5-count": (Q5_COUNTS, None, ("window(date_time, '10 seconds', '2 seconds')", "auction"), "count(*) AS num", None),
+    "q7-max": ({"window": "tumbling(10 seconds)", "aggregate": "max(price) AS max_price"}, None,
+               ("window(date_time, '10 seconds')",), "max(price) AS max_price", None),
+}
+DEFAULT = ("q5", "q7", "q11")
+#: Queries Spark's native streaming cannot write as one query (the docstring): ours alone, over
+#: ``source=nexmark`` generating the same events in the reader (the kinds they read).
+OURS_ONLY = {
+    "q8": {"nexmarkEvents": "person", "keyColumns": "id", "timestampColumn": "date_time", "source2": "nexmark",
+           "nexmarkEvents2": "auction", "keyColumns2": "seller", "timestampColumn2": "date_time", "join": "inner",
+           "window": "tumbling(10 seconds)", "aggregate": "first(name) AS name", "aggregate2": "count(*) AS auctions"},
+    "q12": {"nexmarkEvents": "bid", "keyColumns": "bidder", "window": "tumbling(10 seconds)",
+            "aggregate": "count(*) AS bids"},
 }
 SCHEMA = "auction long, bidder long, price long, date_time timestamp, extra string"
 
@@ -86,23 +118,30 @@ def native_table_format() -> str:
     return "delta" if importlib.util.find_spec("delta") is not None else "parquet"
 
 
-def run_ours(spark, directory: str, options: dict, work: str, sink: str = "noop") -> float:
+def run_ours(spark, directory: str, options: dict, stage2: dict | None, work: str, sink: str = "noop") -> float:
     reader = (spark.readStream.format("windowed").option("source", "parquet").option("path", directory)
               .option("schema", SCHEMA).option("timestampColumn", "date_time").option("maxFilesPerTrigger", "1")
-              .option("stateLocation", os.path.join(work, "state")))
+              .option("endOfInput", "fire").option("stateLocation", os.path.join(work, "state")))
     for k, v in options.items():
         reader = reader.option(k, v)
-    writer = reader.load().writeStream
+    df = reader.load()
+    if stage2 is not None:
+        import spark_windowing
+        df = spark_windowing.window(df, **stage2, stateLocation=os.path.join(work, "state2"))
+    writer = df.writeStream
     writer = writer.format("noop") if sink == "noop" else writer.format("windowed").option("path", os.path.join(work, "panes"))
     q = writer.option("checkpointLocation", os.path.join(work, "chk")).trigger(availableNow=True).start()
     return _timed(q)
 
 
-def run_native(spark, directory: str, grouping: tuple, aggregate: str, work: str, sink: str = "noop") -> float:
+def run_native(spark, directory: str, grouping: tuple, aggregate: str, stage2: tuple | None, work: str,
+               sink: str = "noop") -> float:
     from pyspark.sql import functions as F
     df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(directory)
           .withWatermark("date_time", "0 seconds")
           .groupBy(*[F.expr(g) for g in grouping]).agg(F.expr(aggregate)))
+    if stage2 is not None:
+        df = df.groupBy(*stage2[0]).agg(*[F.expr(a) for a in stage2[1]])
     if sink == "noop":
         writer = df.writeStream.format("noop")
     else:   # a table: Delta (delta-spark) or Parquet; window structs flattened for Parquet readers
@@ -125,12 +164,37 @@ def _timed(query) -> float:
     return time.perf_counter() - t0
 
 
+class PeakMemory:
+    """The largest sum of resident memory of the JVM and the Python processes under it, sampled
+    every ``every`` seconds while the ``with`` block runs (``peak`` bytes)."""
+
+    def __init__(self, every: float = 0.2) -> None:
+        self.every, self.peak, self._stop = every, 0, threading.Event()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            jvms, workers = jvm_and_python_workers()
+            self.peak = max(self.peak, sum(rss(p) for p in jvms + workers))
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=1_000_000, help="NEXMark stream positions (46/50 are bids)")
     ap.add_argument("--batches", type=int, default=100, help="files = micro-batches")
     ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--only", choices=sorted(QUERIES), action="append")
+    ap.add_argument("--warmups", type=int, default=1, help="untimed runs per query and engine first (10 M: 0)")
+    ap.add_argument("--only", choices=sorted([*QUERIES, *OURS_ONLY]), action="append",
+                    help=f"default: {', '.join(DEFAULT)}; q8 and q12: ours alone")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark"))
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--sink", choices=("noop", "table"), default="noop",
@@ -151,26 +215,58 @@ def main() -> None:
     into = ("the noop sink" if args.sink == "noop" else
             f"tables: ours the pane sink's Delta tables, native {native_table_format()} (pyspark {pyspark.__version__})")
     print(f"{bids:,} bids of {args.events:,} events in {args.batches} files; local[2]; results into {into}")
-    for name in args.only or list(QUERIES):
-        ours_opts, grouping, aggregate = QUERIES[name]
+    for name in args.only or DEFAULT:
+        if name in OURS_ONLY:
+            run_ours_only(spark, name, args)
+            continue
+        ours_opts, ours2, grouping, aggregate, native2 = QUERIES[name]
         times: dict[str, list[float]] = {"ours": [], "native": []}
-        for run in range(args.runs + 1):   # run 0: the untimed warm-up
+        peaks: dict[str, list[int]] = {"ours": [], "native": []}
+        for run in range(1 - args.warmups, args.runs + 1):   # runs < 1: untimed warm-ups
             for engine in ("ours", "native"):
                 work = tempfile.mkdtemp(prefix=f"nexmark-{name}-{engine}-", dir=args.dir)
                 gc.collect()
                 spark.sparkContext._jvm.java.lang.System.gc()
-                seconds = run_ours(spark, os.path.join(args.dir, "bids"), ours_opts, work, args.sink) \
-                    if engine == "ours" else \
-                    run_native(spark, os.path.join(args.dir, "bids"), grouping, aggregate, work, args.sink)
+                with PeakMemory() as memory:
+                    seconds = run_ours(spark, os.path.join(args.dir, "bids"), ours_opts, ours2, work, args.sink) \
+                        if engine == "ours" else \
+                        run_native(spark, os.path.join(args.dir, "bids"), grouping, aggregate, native2, work, args.sink)
                 shutil.rmtree(work, ignore_errors=True)
-                if run:
+                if run > 0:
                     times[engine].append(seconds)
-                    print(f"  {name} run {run} {engine}: {seconds:.2f} s")
+                    peaks[engine].append(memory.peak)
+                    print(f"  {name} run {run} {engine}: {seconds:.2f} s, peak RSS {memory.peak / 2**20:,.0f} MB")
         for engine, ts in times.items():
             med = statistics.median(ts)
             print(f"{name} {engine:6s} min / median / max {min(ts):.2f} / {med:.2f} / {max(ts):.2f} s | "
-                  f"{bids / med:,.0f} bids/s | {bids / med / 2:,.0f} bids/s per core")
+                  f"{args.events / med:,.0f} events/s, {args.events / med / 2:,.0f} per core "
+                  f"({bids / med:,.0f} bids/s) | peak RSS {max(peaks[engine]) / 2**20:,.0f} MB")
         print(f"{name} native / ours (medians): {statistics.median(times['native']) / statistics.median(times['ours']):.2f}x")
+
+
+def run_ours_only(spark, name: str, args) -> None:
+    """``name`` of ``OURS_ONLY``, ``--runs`` times after ``--warmups``: the reader generates the
+    events (``source=nexmark``, ``--batches`` micro-batches) into the ``noop`` sink."""
+    times, peaks = [], []
+    for run in range(1 - args.warmups, args.runs + 1):
+        work = tempfile.mkdtemp(prefix=f"nexmark-{name}-", dir=args.dir)
+        reader = (spark.readStream.format("windowed").option("source", "nexmark")
+                  .option("totalEvents", str(args.events)).option("eventsPerBatch", str(-(-args.events // args.batches)))
+                  .option("endOfInput", "fire").option("stateLocation", os.path.join(work, "state")))
+        for k, v in OURS_ONLY[name].items():
+            reader = reader.option(k, v)
+        with PeakMemory() as memory:
+            seconds = _timed(reader.load().writeStream.format("noop").option("checkpointLocation", os.path.join(work, "chk"))
+                             .trigger(availableNow=True).start())
+        shutil.rmtree(work, ignore_errors=True)
+        if run > 0:
+            times.append(seconds)
+            peaks.append(memory.peak)
+            print(f"  {name} run {run} ours: {seconds:.2f} s, peak RSS {memory.peak / 2**20:,.0f} MB")
+    med = statistics.median(times)
+    print(f"{name} ours   min / median / max {min(times):.2f} / {med:.2f} / {max(times):.2f} s | "
+          f"{args.events / med:,.0f} events/s, {args.events / med / 2:,.0f} per core | peak RSS "
+          f"{max(peaks) / 2**20:,.0f} MB | native: not one query (see the docstring)")
 
 
 def _with_delta(builder):
