@@ -156,3 +156,21 @@ def test_one_firing_per_window_and_batch():
     s = _stream(window="tumbling(10 milliseconds)", trigger="Repeatedly(AfterCount(1))")
     s.add_elements([{"k": "a", "ts": t} for t in (1, 2, 3)])
     assert [(p["ts_list"], p["pane_timing"]) for p in s.take_panes()] == [([1, 2, 3], "EARLY")]
+
+
+def test_a_window_that_expires_before_its_trigger_fired_emits_nothing():
+    """Flink's rule (a window is purged at end + lateness; a CountTrigger short of its count
+    never fires), not Beam's (``ClosingBehavior.FIRE_IF_NON_EMPTY``: a last pane of what is
+    left): docs/semantics.md, 'Windows that expire before their trigger fires'. Paired with the
+    watermark, the same count trigger gives the remainder at the window end."""
+    rows = [{"k": "a", "ts": t, "v": 1} for t in (1, 2, 3)]
+    alone = TestStream(window="tumbling(10 milliseconds)", trigger="Repeatedly(AfterCount(5))",
+                       aggregate="count(*) AS n", key_columns="k", timestamp_column="ts", timestamp_unit="ms")
+    alone.add_elements(rows)
+    alone.advance_watermark_to_infinity()
+    assert alone.take_panes() == [] and alone.take_late() == []
+    paired = TestStream(window="tumbling(10 milliseconds)", trigger="AfterWatermark(early=AfterCount(5))",
+                        aggregate="count(*) AS n", key_columns="k", timestamp_column="ts", timestamp_unit="ms")
+    paired.add_elements(rows)
+    paired.advance_watermark_to_infinity()
+    assert [(p["pane_timing"], p["n"]) for p in paired.take_panes()] == [("ON_TIME", 3)]
