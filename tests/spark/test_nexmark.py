@@ -96,6 +96,29 @@ def test_q7_highest_bids_equal_the_bids_at_spark_max_per_window(spark, tmp_path)
     assert len({w for w, *_ in want}) >= 4 and got == want
 
 
+def test_q7_into_the_pane_sink_ends_with_every_window_final(spark, tmp_path):
+    """The input's end (watermark at the end of time) reaches the sink's commit: ``current`` holds
+    every window, final, its bids at the maximum carried as structs (year 9999 once broke it)."""
+    from deltalake import DeltaTable
+    reader = spark.readStream.format("windowed")
+    for k, v in {**SLOW, "nexmarkEvents": "bid", "timestampColumn": "date_time", "window": "tumbling(10 seconds)",
+                 "aggregate": "max_rows(price, auction, bidder, date_time) AS top",
+                 "stateLocation": str(tmp_path / "state")}.items():
+        reader = reader.option(k, v)
+    q = (reader.load().writeStream.format("windowed").option("path", str(tmp_path / "panes"))
+         .option("checkpointLocation", str(tmp_path / "chk")).trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive and q.exception() is None, q.exception()
+    current = DeltaTable(str(tmp_path / "panes" / "current")).to_pyarrow_table().to_pylist()
+    bids = generate(G_SLOW, 0, TOTAL, "bid").to_pylist()
+    windows = {micros(b["date_time"]) // 10_000_000 * 10_000_000 for b in bids}
+    assert {micros(r["window_start"]) for r in current} == windows and all(r["is_final"] for r in current)
+    for r in current:
+        ws = micros(r["window_start"])
+        top = max(b["price"] for b in bids if ws <= micros(b["date_time"]) < ws + 10_000_000)
+        assert {x["price"] for x in r["top"]} == {top}
+
+
 def test_q5_hot_items_in_one_query_equal_spark_argmax_per_window(spark, tmp_path):
     """Bids per auction in sliding windows, then the auctions with the most bids per window (ties
     kept): two windowings in one streaming query, window(df) over format("windowed")."""

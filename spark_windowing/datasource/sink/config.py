@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -82,4 +82,10 @@ class PaneFilesMessage(WriterCommitMessage):
 
 
 def iso_us(us: int) -> str:
-    return datetime.fromtimestamp(us / 1e6, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """``us`` (µs since the epoch) as ISO-8601 UTC, exact to the microsecond up to the end of time
+    (9999-12-31T23:59:59.999999Z, the watermark of an input's end), which ``us / 1e6`` rounds into
+    year 10000."""
+    return (_EPOCH + timedelta(microseconds=int(us))).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
