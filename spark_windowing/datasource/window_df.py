@@ -45,7 +45,8 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
   fires every window, in the same batch (Beam's and Flink's end of a bounded input passed down a
   chain). Its next batch would never come. A shard that gets no such row in that batch fires at
   the next input, as above: a keyless second stage (one shard: the argmax per window of NEXMark's
-  q5) always gets them.
+  q5) gets them whenever the upstream fires anything at its end (the default trigger fires every
+  window still open); an upstream that fires nothing there passes on no end.
 * **Late and malformed rows, exactly once.** With ``lateDataPath`` the shard appends its step's
   late rows to that Delta table with a Delta application transaction (writer id from
   ``queryName`` or the spec, and the shard; version: the batch id + 1): a replayed batch appends
