@@ -9,7 +9,9 @@ files, a Delta table or a Kafka topic, all at once or at a fixed rate of events 
 rules), ``--chunk`` positions at a time, vectorized; each chunk is one Parquet file (named in
 stream order, modification times increasing, so a file source reads them in order), one Delta
 commit, or one batch of Kafka records (JSON values, the kind's id as key: a bid's ``auction``, a
-person's ``id``, an auction's ``seller``; the record timestamp is the event's ``date_time``).
+person's ``id``, an auction's ``seller``; the record timestamp is the time of writing, the event
+time is the value's ``date_time``: with NEXMark's 2015 event times as record timestamps, a topic's
+time-based retention would delete the records as soon as they arrive).
 ``--rate R`` paces the chunks so that position n is written no earlier than n / R seconds after
 the start (``--chunk`` defaults to R / 10 then): a source that arrives at R events per second.
 Event times follow ``--events-per-second`` from ``--start-time`` as in ``source=nexmark``, so the
@@ -108,7 +110,7 @@ class _DeltaTable:
 
 
 class _KafkaTopic:
-    """JSON records keyed by the kind's id, timestamped with the event time."""
+    """JSON records keyed by the kind's id (the event time in the value: see the module docstring)."""
 
     def __init__(self, where: str, kind: str) -> None:
         from confluent_kafka import Producer
@@ -118,13 +120,11 @@ class _KafkaTopic:
         self.errors: list = []
 
     def write(self, table: pa.Table, start: int) -> None:
-        micros = table.column("date_time").cast(pa.int64()).to_pylist()
-        for row, us in zip(table.to_pylist(), micros):   # the client takes one record per call
+        for row in table.to_pylist():   # the client takes one record per call
             value = json.dumps(row, default=_iso).encode()
             while True:
                 try:
-                    self.producer.produce(self.topic, value, str(row[self.key]).encode(), timestamp=us // 1000,
-                                          on_delivery=self._delivered)
+                    self.producer.produce(self.topic, value, str(row[self.key]).encode(), on_delivery=self._delivered)
                     break
                 except BufferError:       # the local queue is full: let it drain
                     self.producer.poll(0.1)
