@@ -300,13 +300,12 @@ def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: s
             if s.func in ("sum", "avg") and not (_numeric(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs a numeric column, {s.column!r} is {t}")
-            if pa.types.is_decimal(t):
+            if pa.types.is_decimal(t) and s.func not in ranked.FUNCS:   # ranked rows carry their type
                 t = pa.float64()
             if s.func in ("min", "max", *ranked.FUNCS) and not (_orderable(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs an orderable column, {s.column!r} is {t}")
             if s.func in ranked.FUNCS:
-                t = schema.field(s.column).type   # kept as it is (decimals too): the rows are carried
                 carry_types = tuple(_carried_type(schema, c, s, text) for c in s.carry)
         bound.append(BoundAggregate(s, i, t, custom, keep_all=retracting_input, carry_types=carry_types))
     return bound
