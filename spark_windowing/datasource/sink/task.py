@@ -5,12 +5,14 @@ them in a ``PaneFilesMessage``; nothing is visible until the driver commits (``c
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing.datasource import trace
 from spark_windowing.datasource.tables import delta
 from spark_windowing.datasource.sink.config import PaneFilesMessage, SinkOptions
 from spark_windowing.datasource.tables.delta import RETRACTIONS, STAGING, TRIGGERS, DataFile
@@ -49,8 +51,12 @@ class TaskWriter:
     def run(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
         query_id, batch_id, self.hint = _task_context()
         key_columns = key_window_columns(self.schema)
+        waited = time.time()   # until the first rows come: the task's read, and Spark's exchange
         try:
             for batch in iterator:
+                if waited:
+                    trace.record("sink.write.input_wait", waited, time.time())
+                    waited = 0.0
                 batch = _conform(batch, self.schema)
                 for table, rows in _split_by_kind(batch).items():
                     if rows.num_rows:
@@ -78,8 +84,9 @@ class TaskWriter:
         rows = pa.Table.from_batches(self.buffers[table], schema=self.schema)
         end = buffered // limit * limit if full_only else buffered
         for start in range(0, end, limit):
-            self.files.append(delta.write_data_file(self.options.root, table, rows.slice(start, limit),
-                                                     name_hint=self.hint, sort_by=delta.sort_columns(self.schema)))
+            with trace.span("sink.write.file"):
+                self.files.append(delta.write_data_file(self.options.root, table, rows.slice(start, limit),
+                                                         name_hint=self.hint, sort_by=delta.sort_columns(self.schema)))
         self.buffers[table] = rows.slice(end).to_batches()
 
     def _stage_retraction_only(self, key_columns: list[str]) -> None:

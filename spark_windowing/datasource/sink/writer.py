@@ -62,7 +62,9 @@ Exactly once per micro-batch (``batchId``):
    key+window of the task has only retractions, a small file of those key+windows under
    ``P/_staging``; it returns the file list as its commit message.
 2. ``commit(messages, batchId)`` (driver), table by table: ``triggers`` and ``retractions`` get one
-   ``create_write_transaction`` each with the files' add actions; ``current`` one MERGE whose source
+   blind append each, a log entry with the files' add actions (``tables.appends``: written from
+   what the process knows of the table, put-if-absent, so no handle is refreshed per batch);
+   ``current`` one MERGE whose source
    reads the batch's trigger files and the retraction-only key+windows (in memory up to 16 MB of
    trigger files, about a million panes, so delta-rs prunes ``current``'s files by their keys;
    streamed above that, never the whole batch in driver memory). Each commit carries ``Transaction(appId, version=batchId)``; a table whose
@@ -114,7 +116,7 @@ from spark_windowing.datasource.sink import lease
 from spark_windowing.datasource.sink.commit import BatchCommit, timed
 from spark_windowing.datasource.sink.config import APP_ID_PREFIX, PaneFilesMessage, SinkOptions, iso_us
 from spark_windowing.datasource.sink.task import TaskWriter, discard
-from spark_windowing.datasource import storage
+from spark_windowing.datasource import storage, trace
 from spark_windowing.datasource.tables.delta import CURRENT, TABLES
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
@@ -132,6 +134,10 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
     """The ``windowed`` stream writer (see the module docstring)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        with trace.span("sink.init"):
+            self._init(options, schema, overwrite)
+
+    def _init(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         self.options = SinkOptions.parse(options)
         if overwrite:
             raise ValueError("the windowed sink appends panes; use outputMode('append') "
@@ -155,9 +161,14 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
                        checkpoint=self.options.checkpoint, batch_id=None, query_id=query_id)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> PaneFilesMessage:
-        return TaskWriter(self.options, self.schema).run(iterator)
+        with trace.span("sink.write"):
+            return TaskWriter(self.options, self.schema).run(iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        with trace.span("sink.commit", batch=batchId):
+            self._commit(messages, batchId)
+
+    def _commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         written = _written(messages)
         other = {m.batch_id for m in written} - {None, batchId}
         if other:

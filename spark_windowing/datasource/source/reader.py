@@ -43,7 +43,7 @@ from pyspark.sql.types import StructType
 from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
 from spark_windowing.datasource.source.shard_reports import largest
-from spark_windowing.datasource import storage
+from spark_windowing.datasource import storage, trace
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                       corrupt_sample, malformed_sample, recorded_options)
 from spark_windowing.datasource.source.affinity import keep_open, shard_to_run, slots
@@ -149,6 +149,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.up2 is not None:
             self._target2 = self.up2.available_now_target()
 
+    @trace.traced("source.latestOffset")
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         cfg = self.cfg
         self._check_state_location()   # a restart from a checkpoint does not call initialOffset
@@ -220,6 +221,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Every shard's report of batch ``seq``, from one listing (``shard_reports.read_driver_reports``)."""
         return shard_reports.read_driver_reports(self.cfg.state_location, seq, shards)
 
+    @trace.traced("source.partitions")
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         planned = self.up.plan(start["up"], end["up"])
         if self.up2 is not None:
@@ -228,6 +230,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         n = slots(self.cfg.state_location, new, self.cfg.claim_wait) if old == new else new
         return [ShardPartition(i, {**start, "shards": old}, {**end, "shards": new}, planned) for i in range(n)]
 
+    @trace.traced("source.commit")
     def commit(self, end: dict) -> None:
         """Spark has finished everything up to ``end``: the late-data table's upkeep when it is due
         (``compactEvery``, ``vacuumEvery``, ``checkpointEvery`` count micro-batches), and every
@@ -273,7 +276,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ read (executors)
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
-        t0 = time.perf_counter()
+        t0, t0_wall = time.perf_counter(), time.time()
         cfg, start, end = self.cfg, partition.start, partition.end
         old, shards = int(start["shards"]), int(end["shards"])
         shard = shard_to_run(cfg.state_location, shards, partition=partition.shard, start_seq=int(start["seq"]),
@@ -313,6 +316,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         report.update(upstream_report)  # e.g. Kafka's per-partition maxima
         shard_reports.write_report(cfg.state_location, int(end["seq"]), shard, report)
         release_arrow_memory()
+        trace.record("source.read", t0_wall, time.time(), shard=shard, batch=int(end["seq"]))
 
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""

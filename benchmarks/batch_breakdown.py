@@ -1,0 +1,135 @@
+"""Where a micro-batch of ours spends its time: Spark's phases next to our own spans.
+
+    python benchmarks/batch_breakdown.py                    # the demo's configuration, 12 batches
+    python benchmarks/batch_breakdown.py --batches 20 --events 2000
+
+Runs ``benchmarks/batch_floor.py``'s ``ours`` query (the demo: generator, 2 shards, session
+windows with early panes, into the pane sink) once, with ``SPARK_WINDOWING_TRACE`` set
+(``spark_windowing.datasource.trace``): every Python process of the query appends its spans
+(the source's ``latestOffset`` / ``partitions`` / ``commit`` on the driver's reader worker, each
+task's ``source.read``, the sink writer's construction ``sink.init``, each task's ``sink.write``,
+the driver's ``sink.commit``) to one file. Each span is assigned to the micro-batch whose
+trigger (Spark's progress: ``timestamp`` + ``triggerExecution``) contains its start.
+
+Printed: batch 0 and the median of the later batches, per Spark phase (``durationMs``) and per
+span (summed over the batch's calls, with the number of calls), plus "addBatch outside our
+spans": the part of Spark's ``addBatch`` (tasks and the sink's commit) that no span of ours
+covers, i.e. Spark's scheduling, its Python worker sessions and its Arrow exchange. Not part of
+the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(ROOT, "benchmarks")]
+
+
+def _run(work: str, batches: int, events: int) -> list[dict]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    import spark_windowing
+    spark = (SparkSession.builder.master("local[2]").appName("batch-breakdown")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.streaming.numRecentProgressUpdates", str(max(100, batches))).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark_windowing.register(spark)
+    df = (spark.readStream.format("windowed").option("source", "generator").option("eventsPerBatch", str(events))
+          .option("keys", "20").option("window", "session(30 seconds)").option("aggregate", "count(*) AS n")
+          .option("trigger", "AfterWatermark(early=AfterCount(5))").option("watermark", "bounded(5 seconds)")
+          .option("timestampColumn", "event_time").option("keyColumns", "user_id")
+          .option("stateLocation", os.path.join(work, "state")).load())
+    q = (df.writeStream.format("windowed").option("path", os.path.join(work, "panes"))
+         .option("checkpointLocation", os.path.join(work, "chk")).trigger(processingTime="0 seconds").start())
+    while (q.lastProgress or {}).get("batchId", -1) < batches - 1:   # one small call, not every progress
+        if q.exception() is not None:
+            raise RuntimeError(str(q.exception()))
+        time.sleep(0.25)
+    q.stop()
+    return [json.loads(p.json) for p in q.recentProgress[:batches]]
+
+
+def _epoch(ts: str) -> float:
+    return dt.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def _per_batch(progress: list[dict], spans: list[dict]) -> list[dict]:
+    """For each batch: Spark's phases, and our spans started within its trigger (summed, counted)."""
+    rows = []
+    for p in progress:
+        start = _epoch(p["timestamp"])
+        end = start + p["durationMs"]["triggerExecution"] / 1000
+        mine: dict[str, list[float]] = defaultdict(list)
+        for s in spans:
+            if start <= s["start"] < end:
+                mine[s["span"]].append((s["end"] - s["start"]) * 1000)
+        rows.append({"phases": p["durationMs"], "spans": {k: (sum(v), len(v)) for k, v in mine.items()}})
+    return rows
+
+
+def _print(label: str, rows: list[dict]) -> None:
+    phases = sorted({k for r in rows for k in r["phases"]})
+    names = sorted({k for r in rows for k in r["spans"]})
+    print(f"\n{label} ({len(rows)} batch{'es' if len(rows) > 1 else ''}; ms, median)")
+    for k in phases:
+        print(f"  spark {k:24} {statistics.median(r['phases'].get(k, 0) for r in rows):8.1f}")
+    for k in names:
+        ms = statistics.median(r["spans"].get(k, (0, 0))[0] for r in rows)
+        calls = statistics.median(r["spans"].get(k, (0, 0))[1] for r in rows)
+        print(f"  ours  {k:24} {ms:8.1f}   ({calls:g} calls)")
+    # the tasks (read and write of a shard in one task) run side by side: count the longest pair
+    outside = [r["phases"].get("addBatch", 0) - r["spans"].get("sink.init", (0, 0))[0]
+               - r["spans"].get("sink.commit", (0, 0))[0]
+               - max(r["spans"].get("source.read", (0, 1))[0] / max(r["spans"].get("source.read", (0, 1))[1], 1), 0)
+               - r["spans"].get("sink.write", (0, 1))[0] / max(r["spans"].get("sink.write", (0, 1))[1], 1)
+               for r in rows]
+    print(f"  addBatch outside our spans (one task's read + write counted) {statistics.median(outside):8.1f}")
+
+
+def _timeline(progress: dict, spans: list[dict]) -> None:
+    """One batch's spans in time order, in ms from its trigger's start."""
+    start = _epoch(progress["timestamp"])
+    end = start + progress["durationMs"]["triggerExecution"] / 1000
+    print(f"\nbatch {progress['batchId']}: {progress['durationMs']}")
+    for s in sorted((s for s in spans if start <= s["start"] < end), key=lambda s: s["start"]):
+        print(f"  {(s['start'] - start) * 1000:7.1f} .. {(s['end'] - start) * 1000:7.1f}  pid {s['pid']:>7}  {s['span']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batches", type=int, default=12)
+    ap.add_argument("--keep", help="copy the trace file (JSON lines) here")
+    ap.add_argument("--timeline", type=int, help="also print this batch's spans in time order")
+    ap.add_argument("--events", type=int, default=200, help="events per batch (default 200, as the demo)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        trace_file = os.path.join(work, "trace.jsonl")
+        os.environ["SPARK_WINDOWING_TRACE"] = trace_file
+        progress = _run(work, args.batches, args.events)
+        with open(trace_file) as f:
+            spans = [json.loads(line) for line in f]
+        if args.keep:
+            shutil.copy(trace_file, args.keep)
+    rows = _per_batch(progress, spans)
+    if args.timeline is not None:
+        _timeline(progress[args.timeline], spans)
+    _print("batch 0", rows[:1])
+    _print("later batches", rows[1:])
+    if args.batches >= 40:
+        _print("the last 20 batches", rows[-20:])
+
+
+if __name__ == "__main__":
+    main()
