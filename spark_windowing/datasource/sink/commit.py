@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
 
-from spark_windowing.datasource.tables import delta
+from spark_windowing.datasource import trace
+from spark_windowing.datasource.tables import appends, delta
 from spark_windowing.datasource.sink.config import APP_ID_KEY, PaneFilesMessage, SinkOptions, iso_us
 from spark_windowing.datasource.sink.task import distinct, key_window_columns
 from spark_windowing.datasource.tables.delta import CURRENT, RETRACTIONS, STAGING, TRIGGERS, DataFile
@@ -49,7 +50,8 @@ class BatchCommit:
                 triggers = [f for f in files if f.table == TRIGGERS]
                 size = sum(f.size for f in triggers)
                 if size <= EAGER_MERGE_BYTES:   # read once, for the bound, the buckets, the keys and the MERGE
-                    self._triggers = list(delta.read_files(root, TRIGGERS, [f.path for f in triggers]))
+                    with trace.span("sink.commit.read_triggers"):
+                        self._triggers = list(delta.read_files(root, TRIGGERS, [f.path for f in triggers]))
                 self._bound = self._closed_bound(files)
                 self._merge_current([f.path for f in triggers], staged, size)
             replayed = appended.result()
@@ -74,14 +76,18 @@ class BatchCommit:
 
     def _open(self, table: str) -> tuple[DeltaTable, bool]:
         """The table and whether it already holds this batch."""
-        dt = delta.latest(delta.table_uri(self.options.root, table))
-        done = dt.transaction_version(self.app_id)
+        uri = delta.table_uri(self.options.root, table)
+        dt = delta.latest(uri)
+        done = delta.transaction_version(uri, dt, self.app_id)
         return dt, done is not None and done >= self.batch_id
+
+    def _commit_metadata(self) -> dict[str, object]:
+        """What each of the batch's commits records in its commit info: the batch and app id."""
+        return {BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id, **delta.user_metadata(self.app_id, self.batch_id)}
 
     def _commit_properties(self) -> CommitProperties:
         return CommitProperties(app_transactions=[Transaction(self.app_id, self.batch_id)],
-                                custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
-                                                 **delta.user_metadata(self.app_id, self.batch_id)})
+                                custom_metadata=self._commit_metadata())
 
     def _append(self, table: str, files: Sequence[DataFile]) -> bool:
         """Commit ``files`` to ``table``; False when the table already holds the batch. No files:
@@ -89,13 +95,10 @@ class BatchCommit:
         nothing)."""
         if not files:
             return True
-        dt, done = self._open(table)
-        if done:
+        if not appends.append(delta.table_uri(self.options.root, table), files, app_id=self.app_id,
+                              batch_id=self.batch_id, metadata=self._commit_metadata()):
             return False
-        if files:
-            dt.create_write_transaction([delta.add_action(f) for f in files], mode="append",
-                                        schema=dt.schema(), commit_properties=self._commit_properties())
-            self.metrics[table] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
+        self.metrics[table] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
                                    "files_removed": 0, "bytes_removed": 0}
         return True
 
@@ -121,12 +124,15 @@ class BatchCommit:
         # eager (the batch's panes in memory) lets delta-rs prune target files by the source's key
         # ranges: 20-60 ms where streaming took 0.45-0.6 s, growing with the table (docs/performance.md)
         streamed = trigger_bytes > EAGER_MERGE_BYTES
+        before = dt.version()
         merged = (dt.merge(source, on, source_alias="s", target_alias="t", streamed_exec=streamed,
                            commit_properties=self._commit_properties())
                   .when_matched_update_all(predicate=trigger)
                   .when_matched_delete(predicate=retraction)
-                  .when_not_matched_insert_all(predicate=trigger)
-                  .execute())
+                  .when_not_matched_insert_all(predicate=trigger))
+        with trace.span("sink.commit.merge_execute"):
+            merged = merged.execute()
+        delta.note_commit(delta.table_uri(self.options.root, CURRENT), dt, self.app_id, before, self.batch_id)
         self.metrics[CURRENT] = {**delta.commit_sizes(delta.table_uri(self.options.root, CURRENT), dt.version()),
                                  "rows_copied": merged.get("num_target_rows_copied", 0),
                                  "files_scanned": merged.get("num_target_files_scanned", 0)}
@@ -161,9 +167,10 @@ class BatchCommit:
             predicate += f" AND {delta.BUCKET_COLUMN} <= '{_bucket_of(self._bound, bucket)}'"
             if before is not None:
                 predicate += f" AND {delta.BUCKET_COLUMN} >= '{_bucket_of(before, bucket)}'"
-        updated = dt.update(updates={"is_final": "true"}, predicate=predicate, commit_properties=CommitProperties(
-            custom_metadata={BATCH_ID_KEY: self.batch_id, APP_ID_KEY: self.app_id,
-                             **delta.user_metadata(self.app_id, self.batch_id)}))
+        before = dt.version()
+        updated = dt.update(updates={"is_final": "true"}, predicate=predicate,
+                            commit_properties=CommitProperties(custom_metadata=self._commit_metadata()))
+        delta.note_commit(delta.table_uri(root, CURRENT), dt, self.app_id, before)
         _CLOSED_THROUGH[root] = self._bound
         if updated.get("num_updated_rows"):
             self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
@@ -242,12 +249,14 @@ def _bucket_of(us: int, seconds: int) -> str:
 
 @contextmanager
 def timed(phases: dict[str, float], name: str) -> Iterator[None]:
-    """Add the wall time of the block to ``phases[name]`` (milliseconds)."""
-    started = time.perf_counter()
+    """Add the wall time of the block to ``phases[name]`` (milliseconds); a trace span
+    ``sink.commit.<name>`` too (``spark_windowing.datasource.trace``)."""
+    started, wall = time.perf_counter(), time.time()
     try:
         yield
     finally:
         phases[name] = round(phases.get(name, 0.0) + (time.perf_counter() - started) * 1000, 1)
+        trace.record(f"sink.commit.{name}", wall, time.time())
 
 
 def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:

@@ -207,6 +207,32 @@ def create_exclusive(uri: str, data: bytes) -> bool:
     return conditional_writes.create(uri, data)
 
 
+def publish_exclusive(uri: str, data: bytes) -> bool:
+    """Publish ``uri`` holding all of ``data`` unless it exists (then False): a reader sees no file
+    or the whole file, and of concurrent callers exactly one gets True (a Delta log entry's
+    put-if-absent). Locally the bytes go to a temporary file, made durable, then hard-linked to
+    ``uri`` (``link`` fails when the name exists, as delta-rs's rename-no-replace); on an object
+    store one conditional PUT (``create_exclusive``). ``exclusive_create_available`` tells where
+    it works."""
+    fs, path = filesystem(uri)
+    if not is_local(fs):
+        return create_exclusive(uri, data)
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
 def list_dir(uri: str) -> list[pafs.FileInfo]:
     fs, path = filesystem(uri)
     try:

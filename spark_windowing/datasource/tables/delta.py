@@ -202,6 +202,34 @@ def forget(uri: str) -> None:
     _HANDLES.pop(uri, None)
 
 
+#: (uri, app id) -> (a table version, the app's transaction version as of it).
+_TXNS: dict[tuple[str, str], tuple[int, int | None]] = {}
+
+
+def transaction_version(uri: str, table: DeltaTable, app_id: str) -> int | None:
+    """``table.transaction_version(app_id)``, remembered for the table's version: delta-rs finds
+    it by scanning the table's log state (~10 ms a call on ``current`` in a Spark worker), and the
+    sink asks before every commit. :func:`note_commit` carries it across the sink's own commits."""
+    version = table.version()
+    known = _TXNS.get((uri, app_id))
+    if known is not None and known[0] == version:
+        return known[1]
+    done = table.transaction_version(app_id)
+    _TXNS[(uri, app_id)] = (version, done)
+    return done
+
+
+def note_commit(uri: str, table: DeltaTable, app_id: str, before: int, batch_id: int | None = None) -> None:
+    """``table`` advanced from version ``before`` by one commit of this process, which recorded
+    ``app_id``'s transaction ``batch_id`` (None: no transaction, e.g. an UPDATE): what
+    :func:`transaction_version` knows moves along. Anything else (a commit of another writer
+    in between) forgets it."""
+    known = _TXNS.pop((uri, app_id), None)
+    if known is None or known[0] != before or table.version() != before + 1:
+        return
+    _TXNS[(uri, app_id)] = (before + 1, known[1] if batch_id is None else batch_id)
+
+
 def open_table(uri: str) -> DeltaTable | None:
     """The Delta table at ``uri``, or None when there is none."""
     try:
