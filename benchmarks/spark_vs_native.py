@@ -15,6 +15,9 @@ events with Spark's default 1g) times, per window kind, ``--runs`` times each:
 * ``rocksdb``: the same with ``RocksDBStateStoreProvider``, what Spark users pick at scale;
 * ``ours``: ``readStream.format("windowed")`` with the Default trigger (the same ON_TIME panes,
   plus a late-data count), ``--shards`` shards;
+* ``flink`` (not by default): Flink SQL's window TVFs over the same events, parallelism 2, in
+  PyFlink's own process (``flink_sql.py``: all the events in one bounded job, after a warm-up job;
+  ``scripts/setup_flink.sh`` makes ``.venv-flink`` and fetches Flink's Parquet format once);
 
 all ``availableNow`` with the same ``maxFilesPerTrigger`` (≈10 micro-batches) into the ``noop``
 sink, after one untimed warm-up query per engine; before every timed query the JVM and this
@@ -34,6 +37,7 @@ from __future__ import annotations
 import argparse
 import gc
 import glob
+import json
 import os
 import shutil
 import statistics
@@ -304,8 +308,11 @@ def main(argv: list[str] | None = None) -> None:
             continue
         times: dict[str, list[float]] = {e: [] for e in engines}
         peaks: list[int] = []
+        if "flink" in engines:   # its own JVM, all runs at once (flink_sql.py)
+            times["flink"] = run_flink(events_dir, name, args.runs, args.disorder)
+            print(f"{name:9s} flink runs {', '.join(f'{t:.2f}' for t in times['flink'])} s", flush=True)
         for run in range(args.runs):
-            for engine in engines:
+            for engine in (e for e in engines if e != "flink"):
                 work = tempfile.mkdtemp(prefix=f"bench-{name}-{engine}-")
                 profile = None
                 if engine == "ours" and args.profile and run == 0:
@@ -326,6 +333,25 @@ def main(argv: list[str] | None = None) -> None:
     spark.stop()
 
 
+def run_flink(events_dir: str, kind: str, runs: int, delay_s: int) -> list[float]:
+    """Flink SQL's window TVF over the same events, ``runs`` timed jobs after a warm-up, in
+    PyFlink's own process and JVM (``flink_sql.py``; ``scripts/setup_flink.sh`` makes its
+    virtualenv and fetches Flink's Parquet jar, once)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    setup = subprocess.run(["bash", os.path.join(root, "scripts", "setup_flink.sh")], capture_output=True,
+                           text=True, check=True)
+    jars = [line for line in setup.stdout.splitlines() if line.endswith(".jar")]
+    python = os.environ.get("SPARK_WINDOWING_FLINK_VENV", os.path.join(root, ".venv-flink")) + "/bin/python"
+    out = subprocess.run([python, os.path.join(root, "benchmarks", "flink_sql.py"), "--dir", events_dir,
+                          "--kind", kind, "--runs", str(runs), "--delay", str(delay_s),
+                          *(arg for jar in jars for arg in ("--jar", jar))],
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"flink_sql.py failed:\n{out.stderr[-4000:]}")
+    line = next(x for x in out.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[7:])
+
+
 def add_run_args(ap: argparse.ArgumentParser, *, events: int, keys: int) -> None:
     """The arguments every engine comparison over generated files takes (here and in
     ``window_df_vs_native.py``): the data, the micro-batches, the shards, which kinds, how many runs."""
@@ -343,7 +369,7 @@ def add_run_args(ap: argparse.ArgumentParser, *, events: int, keys: int) -> None
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_args(ap, events=4_000_000, keys=10_000)
-    ap.add_argument("--engines", default=",".join(ENGINES), help="any of native,rocksdb,ours")
+    ap.add_argument("--engines", default=",".join(ENGINES), help="any of native,rocksdb,ours,flink (flink: PyFlink's SQL, see flink_sql.py)")
     ap.add_argument("--no-operator", action="store_true", help="skip the operator-alone timing")
     ap.add_argument("--state-memory-rows", type=int, default=0, help="ours: stateMemoryRows (spilling)")
     ap.add_argument("--driver-memory", default="6g")
@@ -392,7 +418,7 @@ def print_summary(name: str, times: dict[str, list[float]], operator: tuple[floa
     for engine, values in times.items():
         print(f"  {engine:8s} {mmm(values, '8.2f')}   {statistics.median(values) / events * 1e6:6.3f} µs/event")
     if "ours" in times:
-        for engine in ("native", "rocksdb"):
+        for engine in ("native", "rocksdb", "flink"):
             if engine in times:
                 ratios = [n / o for n, o in zip(times[engine], times["ours"])]
                 print(f"  speedup over {engine:8s} (per run, min / median / max): {mmm(ratios, '.2f')}x")
