@@ -99,7 +99,7 @@ class BatchCommit:
                               batch_id=self.batch_id, metadata=self._commit_metadata()):
             return False
         self.metrics[table] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
-                                   "files_removed": 0, "bytes_removed": 0}
+                               "files_removed": 0, "bytes_removed": 0}
         return True
 
     def _merge_current(self, trigger_paths: list[str], staged: list[str], trigger_bytes: int = 0) -> None:

@@ -221,13 +221,16 @@ def transaction_version(uri: str, table: DeltaTable, app_id: str) -> int | None:
 
 def note_commit(uri: str, table: DeltaTable, app_id: str, before: int, batch_id: int | None = None) -> None:
     """``table`` advanced from version ``before`` by one commit of this process, which recorded
-    ``app_id``'s transaction ``batch_id`` (None: no transaction, e.g. an UPDATE): what
-    :func:`transaction_version` knows moves along. Anything else (a commit of another writer
-    in between) forgets it."""
+    ``app_id``'s transaction ``batch_id`` (None: no transaction, e.g. an UPDATE), or by none (an
+    UPDATE that changed nothing): what :func:`transaction_version` knows moves along. Anything
+    else (a commit of another writer in between) forgets it."""
     known = _TXNS.pop((uri, app_id), None)
-    if known is None or known[0] != before or table.version() != before + 1:
+    if known is None or known[0] != before:
         return
-    _TXNS[(uri, app_id)] = (before + 1, known[1] if batch_id is None else batch_id)
+    if table.version() == before:
+        _TXNS[(uri, app_id)] = known
+    elif table.version() == before + 1:
+        _TXNS[(uri, app_id)] = (before + 1, known[1] if batch_id is None else batch_id)
 
 
 def open_table(uri: str) -> DeltaTable | None:
