@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
@@ -36,6 +37,7 @@ class BatchCommit:
     _bound: int | None = None       # windows ending at or before this (µs) are closed
     _current: DeltaTable | None = None   # ``current`` as the MERGE left it (merge advances the handle)
     _triggers: list[pa.RecordBatch] | None = None   # the batch's trigger panes, when read once (eager)
+    _open_ends: list[np.ndarray] = field(default_factory=list)   # ends of the MERGE's not-final rows
 
     def run(self) -> None:
         root = self.options.root
@@ -133,6 +135,7 @@ class BatchCommit:
         with trace.span("sink.commit.merge_execute"):
             merged = merged.execute()
         delta.note_commit(delta.table_uri(self.options.root, CURRENT), dt, self.app_id, before, self.batch_id)
+        _remember_open_ends(self.options.root, self._open_ends)
         self.metrics[CURRENT] = {**delta.commit_sizes(delta.table_uri(self.options.root, CURRENT), dt.version()),
                                  "rows_copied": merged.get("num_target_rows_copied", 0),
                                  "files_scanned": merged.get("num_target_files_scanned", 0)}
@@ -159,6 +162,13 @@ class BatchCommit:
         if self._bound is None or (before is not None and self._bound <= before):
             return
         dt = self._current or delta.latest(delta.table_uri(root, CURRENT))
+        open_ends = _OPEN_ENDS.get(root)
+        if open_ends is None:
+            open_ends = _scan_open_ends(dt)
+        _OPEN_ENDS[root] = open_ends[open_ends > self._bound]
+        if len(_OPEN_ENDS[root]) == len(open_ends):   # no open window ends by the bound: nothing to mark
+            _CLOSED_THROUGH[root] = self._bound
+            return
         predicate = f"is_final = false AND window_end <= '{iso_us(self._bound)}'"
         if before is not None:
             predicate += f" AND window_end > '{iso_us(before)}'"
@@ -187,7 +197,9 @@ class BatchCommit:
     def _source_batches(self, schema: pa.Schema, trigger_paths: list[str],
                         deletes: pa.Table, bucket: int | None) -> Iterator[pa.RecordBatch]:
         for batch in self._trigger_batches(trigger_paths):
-            yield _with_bucket(_closed(batch, self._bound), bucket).cast(schema)
+            batch = _closed(batch, self._bound)
+            self._open_ends.append(_open_window_ends(batch))
+            yield _with_bucket(batch, bucket).cast(schema)
         for batch in deletes.to_batches():
             n = batch.num_rows
             columns = [batch.column(f.name) if f.name in deletes.column_names
@@ -240,6 +252,34 @@ EAGER_MERGE_BYTES = 16 * 1024 * 1024
 #: bound moved through, and a batch whose bound did not move makes none. A new process (a restart,
 #: a replay) starts without it and makes one full UPDATE.
 _CLOSED_THROUGH: dict[str, int] = {}
+
+#: Per sink path, the window ends (µs, sorted) of ``current``'s rows that may not be final yet:
+#: read from the table at this process's first close (``_scan_open_ends``), then kept up by its
+#: own MERGEs (the ends of the not-final rows they wrote) and closes (ends at or before the bound
+#: leave). The UPDATE that marks windows final runs only when one of them ends at or before the
+#: bound: with an ON_TIME pane that is already final (no allowed lateness), never. Rows a
+#: retraction deleted may linger here: they only cost an UPDATE that finds nothing.
+_OPEN_ENDS: dict[str, np.ndarray] = {}
+
+
+def _open_window_ends(batch: pa.RecordBatch) -> np.ndarray:
+    """The window ends (µs) of ``batch``'s rows whose ``is_final`` is false."""
+    ends = pc.cast(batch.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
+    return pc.filter(ends, pc.invert(batch.column("is_final"))).to_numpy(zero_copy_only=False)
+
+
+def _remember_open_ends(root: str, ends: list[np.ndarray]) -> None:
+    known = _OPEN_ENDS.get(root)
+    if known is not None and ends:
+        _OPEN_ENDS[root] = np.sort(np.concatenate([known, *ends]))
+
+
+def _scan_open_ends(table: DeltaTable) -> np.ndarray:
+    """The window ends (µs, sorted) of ``table``'s rows whose ``is_final`` is false."""
+    import pyarrow.dataset as ds
+    rows = table.to_pyarrow_dataset().to_table(columns=["window_end"], filter=ds.field("is_final") == False)  # noqa: E712
+    ends = pc.cast(rows.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
+    return np.sort(ends.to_numpy())
 
 
 def _bucket_of(us: int, seconds: int) -> str:
