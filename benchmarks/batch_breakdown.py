@@ -89,11 +89,13 @@ def _print(label: str, rows: list[dict]) -> None:
         ms = statistics.median(r["spans"].get(k, (0, 0))[0] for r in rows)
         calls = statistics.median(r["spans"].get(k, (0, 0))[1] for r in rows)
         print(f"  ours  {k:24} {ms:8.1f}   ({calls:g} calls)")
-    # the tasks (read and write of a shard in one task) run side by side: count the longest pair
+    # the tasks (a shard's read and write in one task) run side by side: one task's share counts
+    def per_call(r: dict, name: str) -> float:
+        total, calls = r["spans"].get(name, (0.0, 0))
+        return total / calls if calls else 0.0
+
     outside = [r["phases"].get("addBatch", 0) - r["spans"].get("sink.init", (0, 0))[0]
-               - r["spans"].get("sink.commit", (0, 0))[0]
-               - max(r["spans"].get("source.read", (0, 1))[0] / max(r["spans"].get("source.read", (0, 1))[1], 1), 0)
-               - r["spans"].get("sink.write", (0, 1))[0] / max(r["spans"].get("sink.write", (0, 1))[1], 1)
+               - r["spans"].get("sink.commit", (0, 0))[0] - per_call(r, "source.read") - per_call(r, "sink.write")
                for r in rows]
     print(f"  addBatch outside our spans (one task's read + write counted) {statistics.median(outside):8.1f}")
 

@@ -264,8 +264,8 @@ _OPEN_ENDS: dict[str, np.ndarray] = {}
 
 def _open_window_ends(batch: pa.RecordBatch) -> np.ndarray:
     """The window ends (µs) of ``batch``'s rows whose ``is_final`` is false."""
-    ends = pc.cast(batch.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
-    return pc.filter(ends, pc.invert(batch.column("is_final"))).to_numpy(zero_copy_only=False)
+    return pc.filter(_end_micros(batch.column("window_end")), pc.invert(batch.column("is_final"))).to_numpy(
+        zero_copy_only=False)
 
 
 def _remember_open_ends(root: str, ends: list[np.ndarray]) -> None:
@@ -278,8 +278,7 @@ def _scan_open_ends(table: DeltaTable) -> np.ndarray:
     """The window ends (µs, sorted) of ``table``'s rows whose ``is_final`` is false."""
     import pyarrow.dataset as ds
     rows = table.to_pyarrow_dataset().to_table(columns=["window_end"], filter=ds.field("is_final") == False)  # noqa: E712
-    ends = pc.cast(rows.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
-    return np.sort(ends.to_numpy())
+    return np.sort(_end_micros(rows.column("window_end")).to_numpy())
 
 
 def _bucket_of(us: int, seconds: int) -> str:
@@ -299,12 +298,16 @@ def timed(phases: dict[str, float], name: str) -> Iterator[None]:
         trace.record(f"sink.commit.{name}", wall, time.time())
 
 
+def _end_micros(window_end: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Window ends as µs since the epoch (UTC)."""
+    return pc.cast(window_end.cast(pa.timestamp("us", tz="UTC")), pa.int64())
+
+
 def _closed(batch: pa.RecordBatch, bound: int | None) -> pa.RecordBatch:
     """``batch`` with ``is_final`` set where the window is closed (ends at or before ``bound``)."""
     if bound is None:
         return batch
-    ends = pc.cast(batch.column("window_end").cast(pa.timestamp("us", tz="UTC")), pa.int64())
-    final = pc.or_(batch.column("is_final"), pc.less_equal(ends, bound))
+    final = pc.or_(batch.column("is_final"), pc.less_equal(_end_micros(batch.column("window_end")), bound))
     return batch.set_column(batch.schema.get_field_index("is_final"), batch.schema.field("is_final"), final)
 
 
