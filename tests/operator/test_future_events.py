@@ -20,7 +20,7 @@ import pytest
 
 from spark_windowing import OperatorSpec, WindowedOperator
 from spark_windowing.datasource.options.parse import parse_options
-from spark_windowing.datasource.source.reader import _batch_maxima
+from spark_windowing.datasource.source.shard_run import batch_maxima
 from spark_windowing.datasource.upstreams.kafka import KafkaUpstream
 from spark_windowing.errors import OptionError
 
@@ -107,14 +107,14 @@ def test_the_shards_maxima_leave_future_events_out_of_the_next_watermark():
     cfg = _cfg()
     op = WindowedOperator(cfg.spec)
     events = _events([("a", P + 1_000_000), ("x", FUTURE), ("c", P + 5_000_000)])
-    m = _batch_maxima(cfg, op, events, P)
+    m = batch_maxima(cfg, op, events, P)
     assert m.max_event == P + 5_000_000
     assert m.watermark_times[1].tolist() == [True, False, True]
     col = _cfg(watermark="column(wm)")
     events = events.append_column("wm", pa.array([P, FUTURE, P + 1], pa.int64()).cast(TS))
-    assert _batch_maxima(col, WindowedOperator(col.spec), events, P).max_col == P + 1
+    assert batch_maxima(col, WindowedOperator(col.spec), events, P).max_col == P + 1
     off = _cfg(maxEventTimeAhead="off")
-    assert _batch_maxima(off, WindowedOperator(off.spec), _events([("x", FUTURE)]), P).max_event == FUTURE
+    assert batch_maxima(off, WindowedOperator(off.spec), _events([("x", FUTURE)]), P).max_event == FUTURE
 
 
 def test_a_kafka_partitions_watermark_is_protected_the_same_way():
@@ -125,7 +125,7 @@ def test_a_kafka_partitions_watermark_is_protected_the_same_way():
     cfg = parse_options({k.lower(): v for k, v in opts.items()})
     events = pa.table({"k": ["a", "x", "b"], "topic": ["t", "t", "t"], "partition": pa.array([0, 0, 1], pa.int32()),
                        "timestamp": pa.array([P + 1, FUTURE, P + 2], pa.int64()).cast(TS)})
-    maxima = _batch_maxima(cfg, WindowedOperator(cfg.spec), events, P)
+    maxima = batch_maxima(cfg, WindowedOperator(cfg.spec), events, P)
     report = KafkaUpstream(cfg).report_fields(events, maxima.watermark_times, {"skipped": 0}, 0)
     assert report["partition_max_us"] == {"t:0": P + 1, "t:1": P + 2}
     assert np.array_equal(maxima.watermark_times[1], [True, False, True])

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -43,9 +42,10 @@ from pyspark.sql.types import StructType
 from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
 from spark_windowing.datasource.source.shard_reports import largest
+from spark_windowing.datasource.source.shard_run import ShardRun, batch_maxima, ms, shard_report
 from spark_windowing.datasource import storage, trace
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
-                                                      corrupt_sample, malformed_sample, recorded_options)
+                                                      recorded_options)
 from spark_windowing.datasource.source.affinity import keep_open, shard_to_run, slots
 from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
 from spark_windowing.datasource._memory import release_arrow_memory
@@ -58,7 +58,6 @@ from spark_windowing import join
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError
 from spark_windowing.operator import WindowedOperator
-from spark_windowing.elements import corrupt_mask, future_mask
 from spark_windowing.panes import CORRUPT_RECORD, TIMESTAMP
 from spark_windowing.process import load_process
 from spark_windowing.segments import collect_garbage
@@ -276,47 +275,69 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ read (executors)
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
+        run = self.start_shard(partition, claim=True)
+        if run is None:  # a spare slot: every shard is claimed (affinity)
+            return
+        yield from self.step_shard(run)
+        self.finish_shard(run)
+
+    def start_shard(self, partition: ShardPartition, *, claim: bool) -> ShardRun | None:
+        """A shard's micro-batch up to its step: the shard (``claim``: the one this worker can get
+        most cheaply, ``affinity``; None when every shard is taken), its state at the start
+        offset, its events and their maxima."""
         t0, t0_wall = time.perf_counter(), time.time()
         cfg, start, end = self.cfg, partition.start, partition.end
         old, shards = int(start["shards"]), int(end["shards"])
-        shard = shard_to_run(cfg.state_location, shards, partition=partition.shard, start_seq=int(start["seq"]),
-                             seq=int(end["seq"]), prefer_held=old == shards, claim_wait=cfg.claim_wait)
-        if shard is None:  # a spare slot: every shard is claimed (affinity)
-            return
+        shard = partition.shard
+        if claim:
+            shard = shard_to_run(cfg.state_location, shards, partition=partition.shard, start_seq=int(start["seq"]),
+                                 seq=int(end["seq"]), prefer_held=old == shards, claim_wait=cfg.claim_wait)
+            if shard is None:
+                return None
         partition = ShardPartition(shard, start, end, partition.planned)
         store, how = shard_state.open_store(cfg, shard, int(start["seq"]), input_schema(cfg), old_shards=old,
                                             shards=shards)
-        op = store.op
         events, key_hash = self._events(partition)
-        maxima = _batch_maxima(cfg, op, events, int(end["bt"]))
+        maxima = batch_maxima(cfg, store.op, events, int(end["bt"]))
         upstream_report = self.up.report_fields(events, maxima.watermark_times, partition.planned, shard)  # before the step
-        t_read = time.perf_counter()
-        m: dict[str, int] = {}
-        late: list[pa.Table] = []
+        return ShardRun(shard=shard, end=end, store=store, how=how, events=events, key_hash=key_hash, maxima=maxima,
+                        upstream_report=upstream_report, t0=t0, t0_wall=t0_wall, t_read=time.perf_counter())
+
+    def step_shard(self, run: ShardRun) -> Iterator[pa.RecordBatch]:
+        """The shard's step over its events: yields the panes; keeps the late rows and counts in
+        ``run``. Nothing is written: the state after the step is in memory until ``finish_shard``."""
+        end, events = run.end, run.events
         # parts: when the buckets a batch needs exceed stateMemoryRows, it runs a memory-full at a time
-        for part in store.step_parts(events if events.num_rows else None, watermark=int(end["wm"]),
-                                     processing_time=int(end["bt"]), batch_seq=int(end["seq"]), key_hash=key_hash,
-                                     event_times=maxima.event_times):
+        for part in run.store.step_parts(events if events.num_rows else None, watermark=int(end["wm"]),
+                                         processing_time=int(end["bt"]), batch_seq=int(end["seq"]),
+                                         key_hash=run.key_hash, event_times=run.maxima.event_times):
             for k, v in part.metrics.items():
-                m[k] = m.get(k, 0) + v if k != "state_rows" else v
+                run.metrics[k] = run.metrics.get(k, 0) + v if k != "state_rows" else v
             if part.late.num_rows:
-                late.append(part.late)
+                run.late.append(part.late)
             if part.panes.num_rows:
                 yield from part.panes.to_batches()
-        if cfg.late_data_path and late:  # one exactly-once append per (shard, batch)
-            write_late_rows(cfg, shard, int(end["seq"]), pa.concat_tables(late))
+        run.events_in, run.events, run.key_hash = events.num_rows, None, None
+        run.t_step = time.perf_counter()
+
+    def finish_shard(self, run: ShardRun) -> None:
+        """What the shard's step decided, written: its late rows (exactly once per shard and
+        batch), its state snapshot at the end offset (atomic), its report for the driver."""
+        cfg, store, seq = self.cfg, run.store, int(run.end["seq"])
         t_late = time.perf_counter()
-        written = store.persist(int(end["seq"]))
-        local_copies.after_snapshot(store.io, int(end["seq"]), store.files.snapshot_files())
+        if cfg.late_data_path and run.late:  # one exactly-once append per (shard, batch)
+            write_late_rows(cfg, run.shard, seq, pa.concat_tables(run.late))
+        written = store.persist(seq)
+        local_copies.after_snapshot(store.io, seq, store.files.snapshot_files())
         store.evict()
-        keep_open(cfg.state_location, shard, store)
-        report = _shard_report(store, events.num_rows, m, written, t0, maxima)
-        report.update(read_ms=_ms(t_read - t0), step_ms=_ms(t_late - t_read),
-                      snapshot_ms=_ms(time.perf_counter() - t_late), **shard_state.reload_counts(store, how))
-        report.update(upstream_report)  # e.g. Kafka's per-partition maxima
-        shard_reports.write_report(cfg.state_location, int(end["seq"]), shard, report)
+        keep_open(cfg.state_location, run.shard, store)
+        report = shard_report(store, run.events_in, run.metrics, written, run.t0, run.maxima)
+        report.update(read_ms=ms(run.t_read - run.t0), step_ms=ms(run.t_step - run.t_read),
+                      snapshot_ms=ms(time.perf_counter() - t_late), **shard_state.reload_counts(store, run.how))
+        report.update(run.upstream_report)  # e.g. Kafka's per-partition maxima
+        shard_reports.write_report(cfg.state_location, seq, run.shard, report)
         release_arrow_memory()
-        trace.record("source.read", t0_wall, time.time(), shard=shard, batch=int(end["seq"]))
+        trace.record("source.read", run.t0_wall, time.time(), shard=run.shard, batch=seq)
 
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
@@ -402,76 +423,7 @@ def _is_delta_table(uri: str) -> bool:
     return DeltaTable.is_deltatable(uri)
 
 
-def _ms(seconds: float) -> float:
-    return round(seconds * 1000, 3)
-
-
 def _uri_like(base: str, path: str) -> str:
     if "://" in base and not base.startswith("file://"):
         return f"{base.split('://', 1)[0]}://{path}"
     return path
-
-
-@dataclass
-class _Maxima:
-    """What a shard's events say for the next watermark: the parsed event times (handed to the
-    step), the max valid event time (of stream 1 for a join) and of stream 2, the max of a
-    watermark column."""
-    event_times: Any = None
-    watermark_times: Any = None     # (times, mask of the events that may move a watermark)
-    max_event: int | None = None
-    max_col: int | None = None
-    max_event2: int | None = None
-    time_malformed: int = 0         # events whose event time cannot be read
-    time_sample: str | None = None  # one such value, as shown in the malformedEvents error
-    corrupt: int = 0                # rows the upstream could not read (``_corrupt_record``)
-    corrupt_sample: str | None = None  # where one came from and how it began
-
-
-def _batch_maxima(cfg, op, events: pa.Table, batch_time: int) -> _Maxima:
-    out = _Maxima()
-    if not events.num_rows:
-        return out
-    ts, valid = out.event_times = op.event_times(events)  # parsed once: the step reuses them
-    # an event too far ahead of the batch time (maxEventTimeAhead) goes to the late output as
-    # ``future`` in the step, and moves no watermark: left out of every maximum here
-    usable = valid & ~future_mask(cfg.spec, ts, batch_time)
-    out.watermark_times = (ts, usable)
-    if cfg.stream2 is not None:  # per-stream maxima: each stream has its own watermark
-        side1, side2 = join.side_masks(events)
-        if (usable & side2).any():
-            out.max_event2 = int(ts[usable & side2].max())
-        valid, usable = valid & side1, usable & side1
-    corrupt = corrupt_mask(events)   # rows the upstream could not read: data, not a wrong column
-    if corrupt.any():
-        out.corrupt, out.corrupt_sample = corrupt_sample(events, corrupt)
-    if not (valid | corrupt).all() and cfg.stream2 is None:  # malformedEvents: counted, one value shown
-        out.time_malformed, out.time_sample = malformed_sample(events, cfg.spec.timestamp_column, valid | corrupt)
-    if usable.any():
-        out.max_event = int(ts[usable].max())
-    if cfg.watermark.kind == "column":
-        wm_us, wm_ok = op.column_micros(events, cfg.watermark.column)
-        wm_ok = wm_ok & ~future_mask(cfg.spec, wm_us, batch_time)
-        out.max_col = int(wm_us[wm_ok].max()) if wm_ok.any() else None
-    return out
-
-
-def _shard_report(store, events_in: int, m: dict[str, int], written: int, t0: float, maxima: _Maxima) -> dict:
-    """The shard's report of a micro-batch (``shard_reports``): counts for the
-    progress line, and the maxima and next timers the driver's next ``latestOffset`` reads."""
-    ev_timer, pt_timer = store.next_timers()
-    op = store.op
-    report = {
-        "events_in": int(events_in), "panes_trigger": m.get("panes_trigger", 0),
-        "panes_retraction": m.get("panes_retraction", 0), "late_dropped": m.get("late_dropped", 0),
-        "malformed": m.get("malformed", 0), "future": m.get("future", 0),
-        "watermark_us": None if op.wm <= MIN_TIME else int(op.wm),
-        "state_rows": store.num_windows, "state_bytes": written,
-        "duration_ms": round((time.perf_counter() - t0) * 1000, 3),
-        "max_event_us": maxima.max_event, "max_col_us": maxima.max_col, "max_event2_us": maxima.max_event2,
-        "next_event_timer": int(ev_timer), "next_proc_timer": int(pt_timer),
-        "time_malformed": maxima.time_malformed, "time_sample": maxima.time_sample,
-        "corrupt": maxima.corrupt, "corrupt_sample": maxima.corrupt_sample,
-    }
-    return report
-
