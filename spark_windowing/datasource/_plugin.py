@@ -67,6 +67,10 @@ class WindowedDataSource(DataSource):
         return PaneTableReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> Any:
+        """``execution=executors``: ``source.reader``; ``execution=driver``: ``source.driver``."""
+        if (self.options.get("execution") or "").strip().lower() == "driver":
+            from spark_windowing.datasource.source.driver import DriverStreamReader
+            return DriverStreamReader(self.options, schema)
         from spark_windowing.datasource.source.reader import WindowedStreamReader
         return WindowedStreamReader(self.options, schema)
 

@@ -33,12 +33,12 @@ def _write_events(path: str, versions: int, seed: int = 11) -> None:
         write_deltalake(path, table, mode="append")
 
 
-def _run(tmp, name: str, kill_after: float | None) -> int:
+def _run(tmp, name: str, kill_after: float | None, execution: str = "executors") -> int:
     """Start the job; kill -9 it after ``kill_after`` seconds unless it ended. Return exit code
     (its stderr: ``<name>_stderr.txt``, the last run's)."""
     with open(tmp / f"{name}_stderr.txt", "w") as err:
         proc = subprocess.Popen([sys.executable, JOB, str(tmp / "events"), str(tmp / f"{name}_state"),
-                                 str(tmp / f"{name}_chk"), str(tmp / f"{name}_out")],
+                                 str(tmp / f"{name}_chk"), str(tmp / f"{name}_out"), execution],
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     try:
         return proc.wait(timeout=kill_after if kill_after is not None else 300)
@@ -75,15 +75,19 @@ def _panes(path) -> list[dict]:
     return rows(table.select(sorted(table.column_names)), drop=("batch_time",))
 
 
-def test_kill_9_and_restart_gives_the_panes_of_an_uninterrupted_run(spark, tmp_path):
+@pytest.mark.parametrize("execution", ["executors", "driver"])
+def test_kill_9_and_restart_gives_the_panes_of_an_uninterrupted_run(spark, tmp_path, execution):
+    """With ``execution=driver`` the batch a kill interrupts was stepped on the driver; the restart
+    replays it in a task (nothing cached in the new process) from the snapshot at its start."""
     _write_events(str(tmp_path / "events"), versions=12)
     # the uninterrupted run in this process's session (the shared fixture: 2 cores, 2 shuffle
     # partitions, UTC, as the job's own session)
-    _replay_job.run(spark, *(str(tmp_path / n) for n in ("events", "clean_state", "clean_chk", "clean_out")))
+    _replay_job.run(spark, *(str(tmp_path / n) for n in ("events", "clean_state", "clean_chk", "clean_out")),
+                    execution)
     rnd = random.Random(5)
     kills = 0
     for attempt in range(8):
-        code = _run(tmp_path, "crash", rnd.uniform(6.0, 13.0) if kills < 1 else None)
+        code = _run(tmp_path, "crash", rnd.uniform(6.0, 13.0) if kills < 1 else None, execution)
         if code == 0:
             break
         assert code == -9, (tmp_path / "crash_stderr.txt").read_text()[-3000:]

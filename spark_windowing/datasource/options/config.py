@@ -23,6 +23,10 @@ MALFORMED_EVENTS = ("fail-if-all", "late", "fail")
 #: the next run goes on from there; ``fire``: the input is bounded and ends here (a last batch with
 #: the watermark at the end of time fires and closes every window).
 END_OF_INPUT = ("continue", "fire")
+#: ``execution``: where the windowed operator runs: one Spark task per key shard on the executors
+#: (``executors``, default), or the driver's planning process, the source's task running no Python
+#: (``driver``: ``spark_windowing.datasource.source.driver``).
+EXECUTION = ("executors", "driver")
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
 
@@ -55,3 +59,4 @@ class SourceConfig:
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
     malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
     end_of_input: str = "continue"           # availableNow: "fire" closes every window at the input's end
+    execution: str = "executors"             # where the operator steps (EXECUTION)

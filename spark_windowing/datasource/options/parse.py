@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 
-from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, END_OF_INPUT, MALFORMED_EVENTS,
+from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, END_OF_INPUT, EXECUTION, MALFORMED_EVENTS,
                                                        PROC_TIME_COLUMN, SourceConfig)
 from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
@@ -38,7 +38,7 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
-    "maxeventtimeahead", "endofinput",
+    "maxeventtimeahead", "endofinput", "execution",
     # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -135,6 +135,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         late_maintenance=MaintenanceOptions.parse(options),
         malformed_events=_choice(options, "malformedEvents", MALFORMED_EVENTS),
         end_of_input=_choice(options, "endOfInput", END_OF_INPUT),
+        execution=_choice(options, "execution", EXECUTION),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 

@@ -120,7 +120,7 @@ from spark_windowing.datasource import storage, trace
 from spark_windowing.datasource.tables.delta import CURRENT, TABLES
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
-from spark_windowing.datasource.storage.layout import sink_spec_uri
+from spark_windowing.datasource.storage.layout import sink_spec_uri, spec_marker
 from spark_windowing.datasource.tables.maintenance import maintain
 from spark_windowing.datasource.sink.metrics import write_batch_metrics
 from spark_windowing.errors import OptionError
@@ -147,7 +147,9 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         except (ValueError, TypeError) as exc:
             raise ValueError(f"writeStream.format('windowed') writes pane rows only: {exc}. "
                              f"DataFrame columns: {schema.simpleString()}") from None
-        self.produced = pane_spec.from_schema(schema)   # the windowing spec of the panes (None: unknown)
+        # the windowing spec of the panes (None: unknown): in the schema's metadata, else the query's
+        # logged source offset names it (``execution=driver`` panes carry no column metadata)
+        self.produced = pane_spec.from_schema(schema) or _produced_from_checkpoint(self.options.checkpoint)
         _check_spec(self.options, self.produced)         # before anything is created or written
         _warn_discarding_current(self.options, self.produced)
         _ensure_tables(self.options, self.schema)
@@ -296,6 +298,37 @@ def _checkpoint_query_id(checkpoint: str | None) -> str | None:
         return None
 
 
+
+#: checkpoint -> the windowing spec its query's windowed source recorded (``_produced_from_checkpoint``)
+_PRODUCED_BY_CHECKPOINT: dict[str, dict] = {}
+
+
+def _produced_from_checkpoint(checkpoint: str | None) -> dict | None:
+    """The windowing spec of panes whose schema does not carry it. Spark's in-memory hand-over of
+    ``execution=driver`` panes refuses column metadata, so there the sink looks it up: the query's
+    latest logged offset (``<checkpoint>/offsets/<batch>``) of its one windowed source names the
+    state location, whose ``spec.json`` records the options. None: no ``checkpointLocation``
+    option, no batch logged yet (the writer created before batch 0; each commit's writer asks
+    again), or not exactly one windowed source."""
+    if not checkpoint:
+        return None
+    if checkpoint in _PRODUCED_BY_CHECKPOINT:
+        return _PRODUCED_BY_CHECKPOINT[checkpoint]
+    try:
+        offsets = checkpoint.rstrip("/") + "/offsets"
+        batches = [int(i.base_name) for i in storage.list_dir(offsets) if i.base_name.isdigit()]
+        raw = storage.read_bytes(f"{offsets}/{max(batches)}", missing_ok=True) if batches else None
+        lines = raw.decode().splitlines()[2:] if raw else []   # version, batch metadata, one line per source
+        states = {json.loads(x).get("state") for x in lines if x.startswith("{") and '"windowed"' in x}
+        if len(states) != 1 or None in states:
+            return None
+        recorded = storage.read_bytes(spec_marker(states.pop()), missing_ok=True)
+        produced = json.loads(recorded).get("options") if recorded else None
+    except Exception:   # a checkpoint URI pyarrow cannot open (e.g. s3a://): unknown, as without metadata
+        return None
+    if produced:
+        _PRODUCED_BY_CHECKPOINT[checkpoint] = produced
+    return produced or None
 
 
 #: (root, pane schema fingerprint, currentBucket option) whose tables this process has created or

@@ -37,7 +37,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxFiles, ReadMaxRows,
                                               SupportsTriggerAvailableNow)
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
 from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
@@ -87,7 +87,11 @@ def stream_schema(options: dict[str, str]) -> StructType:
     if cfg.watermark.column and cfg.watermark.column.split(".")[0] not in schema.names:
         raise OptionError("watermark", f"column({cfg.watermark.column})", f"column(<a column of {schema.names}>)",
                           why="no such upstream column")
-    return checked_pane_schema(cfg, schema, arrow_to_spark_schema(op.pane_schema()))
+    panes = checked_pane_schema(cfg, schema, arrow_to_spark_schema(op.pane_schema()))
+    if cfg.execution == "driver":  # Spark compares the panes it is handed with this schema, metadata included,
+        # and Arrow carries no column metadata: the sink finds the spec through the query's checkpoint
+        panes = StructType([StructField(f.name, f.dataType, f.nullable) for f in panes.fields])
+    return panes
 
 
 class ShardPartition(InputPartition):

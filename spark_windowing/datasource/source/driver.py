@@ -1,0 +1,135 @@
+"""``execution=driver``: the windowed operator in the driver's planning process, no Python worker
+in the source's tasks.
+
+With ``execution=executors`` (the default, ``reader.WindowedStreamReader``) a micro-batch runs one
+Spark task per key shard, each starting a read session in a pooled Python worker on an executor.
+With ``execution=driver`` the reader's own long-lived Python process on the driver (the one Spark
+keeps for ``latestOffset``, ``partitions`` and ``commit``) steps every shard itself, and Spark takes
+the panes as Arrow batches into one in-memory partition: the source's task runs no Python at all.
+This is Spark's route for a ``SimpleDataSourceStreamReader`` (its prefetch-and-cache wrapper, which
+this class extends: Spark's planner runner hands a wrapper's cached rows to the JVM and only to it).
+
+Per micro-batch::
+
+    latestOffset(start)  the end offset (as WindowedStreamReader), then every shard's step over
+                         its events, panes kept in memory, nothing written yet
+    partitions(s, e)     Spark has logged offset e: each shard's late rows, snapshot @e and report
+                         are written (as a task's read() writes them); one partition
+    getCache(s, e)       the panes, handed to the JVM
+    read(partition)      only when the panes are not cached (a restart replays a logged batch):
+                         a task steps every shard from the snapshot @s, as executors would
+    commit(e)            the cached panes dropped, then WindowedStreamReader.commit
+
+Nothing is written before Spark logs the offset, so a batch computed for an offset that is never
+logged (the query stopped in between) leaves no trace, and its recomputation for another offset
+starts from the same snapshot. A replay gives the same panes and writes the same snapshot: the
+snapshot at ``s``, the events between the logged offsets and the batch time in ``e`` decide them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource_internal import SimpleInputPartition, _SimpleStreamReaderWrapper
+from pyspark.sql.streaming.datasource import ReadLimit
+from pyspark.sql.types import StructType
+
+from spark_windowing.datasource.source.reader import ShardPartition, WindowedStreamReader
+from spark_windowing.datasource.source.shard_run import ShardRun
+
+
+@dataclass
+class _Stepped:
+    """A micro-batch stepped in ``latestOffset``: its offsets (as JSON, Spark's own way to compare
+    them), every shard's run (state in memory, not yet written) and the panes."""
+    start: str
+    end: str
+    runs: list[ShardRun]
+    panes: list[pa.RecordBatch]
+    written: bool = False
+
+
+class DriverStreamReader(_SimpleStreamReaderWrapper):
+    """The stream reader of ``execution=driver`` (the module docstring). Offsets, limits,
+    availableNow and commits are ``WindowedStreamReader``'s; only where the step runs differs."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.inner = WindowedStreamReader(options, schema)
+        # Spark's runner asks ``simple_reader`` whether availableNow is supported, and prepares it
+        super().__init__(self.inner)
+        self._batch: _Stepped | None = None
+
+    def initialOffset(self) -> dict:
+        return self.inner.initialOffset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return self.inner.getDefaultReadLimit()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The next offset; when it is new, the batch is stepped here, on the driver."""
+        if self._batch is not None and self._batch.end == json.dumps(start) and not self._batch.written:
+            self._write(self._batch)   # Spark went on from a batch without planning it: it was logged
+        end = self.inner.latestOffset(start, limit)
+        if end == start:
+            return start
+        # a batch stepped for an offset Spark did not log is dropped with its in-memory state
+        # (its stores were taken from the process's held ones): the next step reopens the snapshot
+        self._batch = None
+        runs, panes = self._step(start, end)
+        self._batch = _Stepped(json.dumps(start), json.dumps(end), runs, panes)
+        return end
+
+    def _step(self, start: dict, end: dict) -> tuple[list[ShardRun], list[pa.RecordBatch]]:
+        runs, panes = [], []
+        for partition in self._shard_partitions(start, end):
+            run = self.inner.start_shard(partition, claim=False)
+            assert run is not None
+            panes.extend(self.inner.step_shard(run))
+            runs.append(run)
+        return runs, panes
+
+    def _shard_partitions(self, start: dict, end: dict) -> list[ShardPartition]:
+        """Every shard of the batch once (no spare slots, no claims: one process runs them all)."""
+        inner = self.inner
+        planned = inner.up.plan(start["up"], end["up"])
+        if inner.up2 is not None:
+            planned = [planned, inner.up2.plan(start["up2"], end["up2"])]
+        old, new = inner._shards(start), inner._shards(end)
+        return [ShardPartition(i, {**start, "shards": old}, {**end, "shards": new}, planned) for i in range(new)]
+
+    def _write(self, batch: _Stepped) -> None:
+        for run in batch.runs:
+            self.inner.finish_shard(run)
+        batch.runs, batch.written = [], True
+
+    def partitions(self, start: dict, end: dict) -> list[SimpleInputPartition]:
+        """Spark has logged ``end``: the stepped batch's writes happen now."""
+        batch = self._batch
+        if batch is not None and (batch.start, batch.end) == (json.dumps(start), json.dumps(end)) \
+                and not batch.written:
+            self._write(batch)
+        return [SimpleInputPartition(start, end)]
+
+    def getCache(self, start: dict, end: dict) -> Iterator[pa.RecordBatch] | None:
+        """The batch's panes when this process stepped and wrote it; None makes Spark's task call
+        ``read`` (a replay after a restart)."""
+        batch = self._batch
+        if batch is not None and batch.written and (batch.start, batch.end) == (json.dumps(start), json.dumps(end)):
+            return iter(batch.panes)
+        return None
+
+    def read(self, partition: SimpleInputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        """A task's replay of a logged batch: every shard from its snapshot at the start offset."""
+        for shard_partition in self._shard_partitions(partition.start, partition.end):
+            run = self.inner.start_shard(shard_partition, claim=False)
+            assert run is not None
+            yield from self.inner.step_shard(run)
+            self.inner.finish_shard(run)
+
+    def commit(self, end: dict) -> None:
+        if self._batch is not None and self._batch.end == json.dumps(end):
+            self._batch = None
+        self.inner.commit(end)

@@ -1,0 +1,84 @@
+"""``execution=driver``'s reader without Spark: its calls made as Spark's planner runner makes
+them (``latestOffset``, ``partitions``, ``getCache``, ``commit``; ``read`` of the one partition
+only when nothing is cached). Each batch's panes equal ``execution=executors``'; nothing is
+written before Spark would have logged the offset (``partitions``), so a batch stepped for an
+offset Spark never logged leaves no snapshot and is stepped again from the same state; a new
+process replays a logged batch in ``read``, with the same panes."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from spark_windowing.datasource.source.driver import DriverStreamReader
+from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
+from spark_windowing.datasource.storage import layout
+from spark_windowing.segments import manifest_uri
+
+
+def _options(state: str, execution: str) -> dict[str, str]:
+    return {"source": "generator", "eventsPerBatch": "300", "keys": "40", "eventInterval": "50 milliseconds",
+            "disorder": "3 seconds", "lateFraction": "0.05", "window": "session(2 seconds)",
+            "trigger": "AfterWatermark(early=AfterCount(3), late=AfterCount(1))",
+            "accumulationMode": "accumulating_and_retracting", "allowedLateness": "2 seconds",
+            "aggregate": "sum(amount) AS s, count(*) AS n", "timestampColumn": "event_time",
+            "keyColumns": "user_id", "watermark": "bounded(1 second)", "shards": "2", "execution": execution,
+            "lateDataPath": os.path.join(state, "..", f"late-{execution}"), "stateLocation": state}
+
+
+def _canonical(batches) -> list[str]:
+    return sorted(repr(sorted((k, v) for k, v in r.items() if k != "batch_time"))
+                  for b in batches for r in b.to_pylist())
+
+
+def _snapshot_written(state: str, seq: int) -> bool:
+    return any(os.path.exists(manifest_uri(layout.store_root(state, s), seq)) for s in range(2))
+
+
+def _reader(cls, state: str, execution: str):
+    options = _options(state, execution)
+    return cls(options, stream_schema(options))
+
+
+def test_driver_reader_gives_the_panes_of_executors_and_writes_only_logged_batches(tmp_path):
+    plain_state, driver_state = str(tmp_path / "plain"), str(tmp_path / "driver")
+    plain = _reader(WindowedStreamReader, plain_state, "executors")
+    driver = _reader(DriverStreamReader, driver_state, "driver")
+    start_p, start_d = plain.initialOffset(), driver.initialOffset()
+    seen: list[str] = []
+    for _ in range(8):
+        end_p = plain.latestOffset(start_p, plain.getDefaultReadLimit())
+        expected = _canonical(b for p in plain.partitions(start_p, end_p) for b in plain.read(p))
+        plain.commit(end_p)
+
+        end_d = driver.latestOffset(start_d, driver.getDefaultReadLimit())
+        assert not _snapshot_written(driver_state, end_d["seq"])     # stepped, nothing written
+        end_d = driver.latestOffset(start_d, driver.getDefaultReadLimit())   # Spark did not log it: again
+        assert not _snapshot_written(driver_state, end_d["seq"])
+        start_j, end_j = json.loads(json.dumps(start_d)), json.loads(json.dumps(end_d))  # as Spark hands them
+        [partition] = driver.partitions(start_j, end_j)
+        assert _snapshot_written(driver_state, end_d["seq"])         # logged: written
+        assert _canonical(driver.getCache(start_j, end_j)) == expected
+        driver.commit(end_j)
+        start_p, start_d = end_p, end_d
+        seen += expected
+    assert len(seen) > 100 and any("RETRACTION" in r for r in seen)
+
+
+def test_a_new_process_replays_a_logged_batch_in_read(tmp_path):
+    state = str(tmp_path / "state")
+    driver = _reader(DriverStreamReader, state, "driver")
+    start = driver.initialOffset()
+    for _ in range(3):
+        end = driver.latestOffset(start, driver.getDefaultReadLimit())
+        driver.partitions(start, end)
+        driver.commit(end)
+        start = end
+    end = driver.latestOffset(start, driver.getDefaultReadLimit())
+    driver.partitions(start, end)
+    first = _canonical(driver.getCache(start, end))
+    assert first
+    restarted = _reader(DriverStreamReader, state, "driver")   # a new process: nothing cached
+    [partition] = restarted.partitions(start, end)
+    assert restarted.getCache(start, end) is None              # Spark's task then calls read
+    assert _canonical(restarted.read(partition)) == first

@@ -1,0 +1,57 @@
+"""``execution=driver``: the operator steps in the driver's planning process and Spark takes the
+panes as one in-memory partition. The same events give the same pane tables and late-data table
+as ``execution=executors``; the sink finds the windowing spec through the checkpoint (Spark's
+in-memory hand-over carries no column metadata), so ``current`` still closes its windows.
+A kill -9 and restart of a driver-mode query: ``test_source_replay``."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from tests.spark.sink_helpers import TABLE_NAMES, pane_table, rows
+from tests.spark.test_source import SEC, T0, _ts
+from tests.spark.test_source_replay import _write_events
+
+pytestmark = pytest.mark.spark
+
+
+def _run(spark, tmp_path, execution: str) -> dict[str, list[tuple]]:
+    root = tmp_path / execution
+    reader = spark.readStream.format("windowed")
+    for k, v in {"source": "delta", "path": str(tmp_path / "events"), "timestampColumn": "ts", "keyColumns": "k",
+                 "window": "tumbling(4 seconds)", "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
+                 "accumulationMode": "accumulating_and_retracting", "aggregate": "sum(v) AS total, count(*) AS n",
+                 "watermark": "bounded(2 seconds)", "allowedLateness": "3 seconds", "maxFilesPerTrigger": "1",
+                 "shards": "2", "execution": execution, "stateLocation": str(root / "state"),
+                 "lateDataPath": str(root / "late")}.items():
+        reader = reader.option(k, v)
+    q = (reader.load().writeStream.format("windowed").option("path", str(root / "panes"))
+         .option("checkpointLocation", str(root / "chk")).trigger(availableNow=True).start())
+    q.awaitTermination(240)
+    assert not q.isActive and q.exception() is None, q.exception()
+    out = {}
+    for name in TABLE_NAMES:
+        table = pane_table(root / "panes" / name)
+        out[name] = rows(table.drop_columns([c for c in ("batch_time",) if c in table.column_names]))
+    late = DeltaTable(str(root / "late")).to_pyarrow_table()
+    out["late"] = rows(late.select([c for c in late.column_names if c in ("k", "ts", "v", "reason")]))
+    out["final"] = [pc.sum(pane_table(root / "panes" / "current")["is_final"].cast(pa.int64())).as_py()]
+    return out
+
+
+def test_driver_execution_gives_the_tables_of_executors(spark, tmp_path):
+    events = str(tmp_path / "events")
+    _write_events(events, versions=12, seed=23)
+    # a last version of events a minute behind the watermark: too late, into the late-data table
+    write_deltalake(events, pa.table({"k": ["k1", "k2", "k3"], "ts": [_ts(T0 - 60 * SEC + i) for i in range(3)],
+                                      "v": [1, 2, 3]}, schema=pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])),
+                    mode="append")
+    executors, driver = _run(spark, tmp_path, "executors"), _run(spark, tmp_path, "driver")
+    assert len(executors["triggers"]) > 20 and executors["retractions"] and executors["late"]
+    # the watermark passed some windows' end + allowedLateness: the sink marked them final in
+    # current, which it can only do knowing the spec (in driver mode: through the checkpoint)
+    assert 0 < executors["final"][0] < len(executors["current"])
+    assert driver == executors
