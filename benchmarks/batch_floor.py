@@ -17,7 +17,9 @@ cold start), the same trigger (as fast as possible, ``processingTime`` 0), 2 par
 * ``floor_delta``: the same, the commit appending one row to a Delta table with delta-rs (what
   the smallest exactly-once Delta sink pays);
 * ``ours``: ``format("windowed")`` (the generator, 2 shards, 200 events a batch, session windows,
-  early panes) into the pane sink (``format("windowed")``), as the demo.
+  early panes) into the pane sink (``format("windowed")``), as the demo;
+* ``ours_driver``: the same with ``execution=driver`` (the operator steps in the driver's planning
+  process; the source's task runs no Python).
 
 Reported per query: batch 0 (``start()`` to the first progress event) and the later batches'
 ``triggerExecution`` (Spark's progress), min / median / max over runs. Not part of the test suite.
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import time
 
-QUERIES = ("native", "floor", "floor_delta", "ours")
+QUERIES = ("native", "floor", "floor_delta", "ours", "ours_driver")
 
 
 def _session():
@@ -108,13 +110,14 @@ def run_one(query: str, work: str, batches: int) -> dict:
     spark = _session()
     spark.sparkContext.setLogLevel("ERROR")
     chk = os.path.join(work, "chk")
-    if query == "ours":
+    if query in ("ours", "ours_driver"):
         import spark_windowing
         spark_windowing.register(spark)
         df = (spark.readStream.format("windowed").option("source", "generator").option("eventsPerBatch", "200")
               .option("keys", "20").option("window", "session(30 seconds)").option("aggregate", "count(*) AS n")
               .option("trigger", "AfterWatermark(early=AfterCount(5))").option("watermark", "bounded(5 seconds)")
               .option("timestampColumn", "event_time").option("keyColumns", "user_id")
+              .option("execution", "driver" if query == "ours_driver" else "executors")
               .option("stateLocation", os.path.join(work, "state")).load())
         writer = df.writeStream.format("windowed").option("path", os.path.join(work, "panes"))
     elif query == "native":

@@ -4,6 +4,7 @@ same micro-batches, same run.
     python benchmarks/nexmark.py                                   # 1 M events, 100 batches, 1 run
     python benchmarks/nexmark.py --events 10000000 --batches 100 --warmups 0
     python benchmarks/nexmark.py --only q11 --events 300000
+    python benchmarks/nexmark.py --execution driver --shards 1    # our operator on the driver
     python benchmarks/nexmark.py --only q5-count --only q7-max        # q5's and q7's first stage alone
     .venv-delta/bin/python benchmarks/nexmark.py --sink table     # results into tables (native: Delta)
 
@@ -197,6 +198,9 @@ def main() -> None:
                     help=f"default: {', '.join(DEFAULT)}; q8 and q12: ours alone")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark"))
     ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--execution", choices=("executors", "driver"), default="executors",
+                    help="our reader's execution option: driver steps in the driver's planning process")
+    ap.add_argument("--shards", type=int, help="our reader's shards option (default: the reader's, 2)")
     ap.add_argument("--sink", choices=("noop", "table"), default="noop",
                     help="noop: the windowing alone; table: each engine writes its result to tables (docstring)")
     args = ap.parse_args()
@@ -214,12 +218,14 @@ def main() -> None:
     import pyspark
     into = ("the noop sink" if args.sink == "noop" else
             f"tables: ours the pane sink's Delta tables, native {native_table_format()} (pyspark {pyspark.__version__})")
-    print(f"{bids:,} bids of {args.events:,} events in {args.batches} files; local[2]; results into {into}")
+    print(f"{bids:,} bids of {args.events:,} events in {args.batches} files; local[2]; results into {into}; "
+          f"ours: {_placement(args)}")
     for name in args.only or DEFAULT:
         if name in OURS_ONLY:
             run_ours_only(spark, name, args)
             continue
         ours_opts, ours2, grouping, aggregate, native2 = QUERIES[name]
+        ours_opts = {**ours_opts, **_placement(args)}
         times: dict[str, list[float]] = {"ours": [], "native": []}
         peaks: dict[str, list[int]] = {"ours": [], "native": []}
         for run in range(1 - args.warmups, args.runs + 1):   # runs < 1: untimed warm-ups
@@ -244,6 +250,11 @@ def main() -> None:
         print(f"{name} native / ours (medians): {statistics.median(times['native']) / statistics.median(times['ours']):.2f}x")
 
 
+def _placement(args) -> dict[str, str]:
+    """Our reader's ``execution`` and ``shards`` options from the command line."""
+    return {"execution": args.execution, **({"shards": str(args.shards)} if args.shards else {})}
+
+
 def run_ours_only(spark, name: str, args) -> None:
     """``name`` of ``OURS_ONLY``, ``--runs`` times after ``--warmups``: the reader generates the
     events (``source=nexmark``, ``--batches`` micro-batches) into the ``noop`` sink."""
@@ -253,7 +264,7 @@ def run_ours_only(spark, name: str, args) -> None:
         reader = (spark.readStream.format("windowed").option("source", "nexmark")
                   .option("totalEvents", str(args.events)).option("eventsPerBatch", str(-(-args.events // args.batches)))
                   .option("endOfInput", "fire").option("stateLocation", os.path.join(work, "state")))
-        for k, v in OURS_ONLY[name].items():
+        for k, v in {**OURS_ONLY[name], **_placement(args)}.items():
             reader = reader.option(k, v)
         with PeakMemory() as memory:
             seconds = _timed(reader.load().writeStream.format("noop").option("checkpointLocation", os.path.join(work, "chk"))
