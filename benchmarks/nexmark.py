@@ -69,7 +69,7 @@ from _procs import jvm_and_python_workers, rss
 Q5_COUNTS = {"window": "sliding(10 seconds, 2 seconds)", "keyColumns": "auction", "aggregate": "count(*) AS num"}
 QUERIES = {  # name: (our options, our second stage (window(df) options) or None,
     #                 native grouping, native aggregate, native second stage (grouping, aggregate) or None)
-    "q5": (Q5_COUNTS, {"window": "inherit", "aggregate": "max_rows(num, auction) AS hot"},
+    "q5": (Q5_COUNTS, {"window": "inherit", "aggregate": "max_rows(num, auction) AS hot", "shards": "1"},
            ("window(date_time, '10 seconds', '2 seconds')", "auction"), "count(*) AS num",
            (("window",), ("max_by(auction, num) AS hot", "max(num) AS num"))),
     "q7": ({"window": "tumbling(10 seconds)", "aggregate": "max_rows(price, auction, bidder, date_time) AS top"}, None,

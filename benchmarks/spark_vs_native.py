@@ -291,6 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     delay = f"{args.disorder} seconds"
     engines = [e for e in args.engines.split(",") if e]
     ours_options = {"stateMemoryRows": str(args.state_memory_rows)} if args.state_memory_rows else {}
+    ours_options["execution"] = args.execution
     warm_up(spark, args, delay)
     print(f"events={args.events:,} keys={args.keys:,} files={args.files} maxFilesPerTrigger={max_files} "
           f"(~{args.batches} micro-batches) shards={args.shards} runs={args.runs} local[2], {os.cpu_count()} cores, "
@@ -361,6 +362,8 @@ def add_run_args(ap: argparse.ArgumentParser, *, events: int, keys: int) -> None
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--disorder", type=int, default=5, help="max out-of-orderness, seconds")
     ap.add_argument("--shards", type=int, default=2)
+    ap.add_argument("--execution", choices=("executors", "driver"), default="executors",
+                    help="ours: where the operator steps (the reader's execution option)")
     ap.add_argument("--dir", default=os.path.join("out", "bench"))
     ap.add_argument("--only", default=None, help="tumbling | sliding | session")
     ap.add_argument("--runs", type=int, default=3, help="timed runs of each engine per window kind")
@@ -387,7 +390,7 @@ def warm_up(spark, args: argparse.Namespace, delay: str) -> None:
     run_native(spark, warm_dir, "window(ts, '1 minute')", 1, delay, os.path.join(warm, "n"))
     run_native(spark, warm_dir, "window(ts, '1 minute')", 1, delay, os.path.join(warm, "r"), ROCKSDB)
     run_ours(spark, warm_dir, "tumbling(1 minute)", 1, delay, os.path.join(warm, "o"), os.path.join(warm, "s"),
-             args.shards)
+             args.shards, {"execution": args.execution})
     shutil.rmtree(warm, ignore_errors=True)
 
 
@@ -400,7 +403,7 @@ def print_floors(spark, args: argparse.Namespace, max_files: int, delay: str) ->
     work = tempfile.mkdtemp(prefix="bench-floor-")
     floor_native = run_native(spark, floor_dir, "window(ts, '1 minute')", max_files, delay, os.path.join(work, "n"))
     floor_ours = run_ours(spark, floor_dir, "tumbling(1 minute)", max_files, delay, os.path.join(work, "o"),
-                          os.path.join(work, "s"), args.shards)
+                          os.path.join(work, "s"), args.shards, {"execution": args.execution})
     run_nothing(spark, args.batches, args.shards, os.path.join(work, "w"))  # warm-up
     floor_nothing = run_nothing(spark, args.batches, args.shards, os.path.join(work, "x"))
     shutil.rmtree(work, ignore_errors=True)

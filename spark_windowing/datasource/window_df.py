@@ -18,7 +18,10 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
   default the cores Spark has; ``shard_labels``: partition i holds exactly shard i, whatever
   ``spark.sql.shuffle.partitions`` is, so every core works); the task reads its Arrow batches
   and runs one ``StateStore.step`` over them: the vectorized step the ``format("windowed")``
-  reader runs per shard.
+  reader runs per shard. With ``shards=1`` there is no shuffle: ``coalesce(1)`` runs the step in
+  the task that makes the rows (an ``execution=driver`` upstream's one partition: NEXMark q5's
+  keyless second stage), merging an upstream of several partitions into that one task (a
+  ``df.repartition(1)`` before ``window(df)`` keeps the upstream's tasks parallel instead).
 * **State under ``stateLocation``, versioned by Spark's batch id.** Each shard keeps the reader's
   ``StateStore`` (key buckets, manifests, segments) under ``<stateLocation>/shards/<i>``: the state
   after batch b is snapshot ``b + 1``. Batch b opens snapshot b, so a batch Spark replays (a task
@@ -220,6 +223,8 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     staged = staged.withColumn(PART_COLUMN, F.element_at(labels, shard + 1))
     writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
     step = _ShardStep(spec, in_schema, cfg, writer, _default_state_base(spark))
+    if shards == 1:  # one shard takes every row: no shuffle, its step runs in the task that makes them
+        return staged.coalesce(1).mapInArrow(step, panes)
     return staged.repartition(shards, PART_COLUMN).mapInArrow(step, panes)
 
 

@@ -341,14 +341,17 @@ STAGE2 = {"window": "inherit", "aggregate": "spark_windowing.accumulations:TopN(
           "trigger": "AfterWatermark(early=AfterCount(1))", "accumulationMode": "accumulating_and_retracting"}
 
 
-def test_two_windowings_in_one_query_equal_two_chained_queries(spark, tmp_path):
+@pytest.mark.parametrize("execution, shards", [("executors", None), ("driver", "1")])
+def test_two_windowings_in_one_query_equal_two_chained_queries(spark, tmp_path, execution, shards):
     """``window(format("windowed") panes, window="inherit")``: both stages in one query, exactly
     once by its one checkpoint, give the panes and late rows of the two-query form (stage 1 into
     the windowed sink, stage 2 ``source=panes`` reading one of stage 1's batches per micro-batch,
-    as the one query's second stage steps with each of stage 1's)."""
+    as the one query's second stage steps with each of stage 1's). Also with stage 1 on the
+    driver and a one-shard stage 2, which runs in stage 1's task: no shuffle in the plan."""
     events = str(tmp_path / "events")
     write_bundles(events, closing(make_bundles(11), n=3))
-    source = {**STAGE1, "source": "parquet", "path": events, "maxFilesPerTrigger": "1"}
+    source = {**STAGE1, "source": "parquet", "path": events, "maxFilesPerTrigger": "1", "execution": execution}
+    stage2 = {**STAGE2, **({"shards": shards} if shards else {})}
 
     def stage1(state: str):
         reader = spark.readStream.format("windowed")
@@ -363,8 +366,9 @@ def test_two_windowings_in_one_query_equal_two_chained_queries(spark, tmp_path):
     want = run_panes(spark, {**STAGE2, "source": "panes", "path": str(tmp_path / "panes1"), "maxFilesPerTrigger": "1",
                              "stateLocation": str(tmp_path / "state2"), "lateDataPath": str(tmp_path / "late2")},
                      str(tmp_path / "chk2"))
-    got = _run(spark_windowing.window(stage1("state_one"), **STAGE2, lateDataPath=str(tmp_path / "late_one")),
-               str(tmp_path / "chk_one"))
+    one = spark_windowing.window(stage1("state_one"), **stage2, lateDataPath=str(tmp_path / "late_one"))
+    assert ("RepartitionByExpression" in one._jdf.queryExecution().logical().toString()) == (shards is None)
+    got = _run(one, str(tmp_path / "chk_one"))
     assert {"EARLY", "ON_TIME"} <= set(want.column("pane_timing").to_pylist())
     assert "RETRACTION" in want.column("kind").to_pylist()
     assert _canonical(got) == _canonical(want)
