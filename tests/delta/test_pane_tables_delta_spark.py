@@ -202,3 +202,23 @@ def test_duckdb_delta_extension_reads_what_deltalake_reads(panes, table):
                        "AND loaded").fetchone()[0] == 1
     assert got.column_names == DeltaTable(str(panes / table)).schema().to_arrow().names
     assert rows(got) == deltalake_rows(panes / table)
+
+
+@pytest.mark.spark
+def test_current_appended_for_one_pane_per_window_reads_alike(delta_spark, tmp_path):
+    """A one-shot spec (the Default trigger, no allowed lateness, here on the driver): ``current``
+    takes each batch's panes as a blind append with ``window_end_bucket`` partition values in the
+    log (no MERGE); delta-spark reads it, partition column included, as deltalake does."""
+    options = {**{k: v for k, v in PIPELINE.items() if k not in ("trigger", "accumulationMode")},
+               "window": "tumbling(2 seconds)", "execution": "driver"}
+    run_windowed_to_sink(delta_spark, tmp_path, options)
+    current = tmp_path / "panes" / "current"
+    operations = delta_spark.sql(f"DESCRIBE HISTORY delta.`{current}`").select("operation").toArrow()
+    assert "WRITE" in operations.column(0).to_pylist() and "MERGE" not in operations.column(0).to_pylist()
+    got = delta_spark.read.format("delta").load(str(current))
+    expected = deltalake_rows(current)
+    assert len(expected) > 5
+    assert spark_rows(got) == expected
+    # one pane per window: current holds exactly the pane log's rows
+    triggers = delta_spark.read.format("delta").load(str(tmp_path / "panes" / "triggers"))
+    assert spark_rows(got.drop("window_end_bucket")) == spark_rows(triggers.select(*got.drop("window_end_bucket").columns))

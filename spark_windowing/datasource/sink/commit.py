@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -32,6 +32,7 @@ class BatchCommit:
     batch_id: int
     app_id: str
     closing: int | None = None      # allowed lateness (µs): windows past it are final in ``current``
+    one_pane_per_window: bool = False   # the spec fires each window once: ``current`` may take appends
     metrics: dict[str, dict] = field(default_factory=dict)   # per table: what this batch wrote
     phases: dict[str, float] = field(default_factory=dict)   # commit phase -> milliseconds
     _bound: int | None = None       # windows ending at or before this (µs) are closed
@@ -105,6 +106,8 @@ class BatchCommit:
         return True
 
     def _merge_current(self, trigger_paths: list[str], staged: list[str], trigger_bytes: int = 0) -> None:
+        if self.one_pane_per_window and not staged and self._triggers is not None and self._append_current():
+            return
         dt, done = self._open(CURRENT)
         self._current = dt
         if done:
@@ -139,6 +142,40 @@ class BatchCommit:
         self.metrics[CURRENT] = {**delta.commit_sizes(delta.table_uri(self.options.root, CURRENT), dt.version()),
                                  "rows_copied": merged.get("num_target_rows_copied", 0),
                                  "files_scanned": merged.get("num_target_files_scanned", 0)}
+
+    def _append_current(self) -> bool:
+        """``current`` as a blind append (4-7 ms, ``appends``) instead of a MERGE (30-40 ms): when
+        the spec fires each window once (a one-shot trigger, no allowed lateness: no second pane,
+        no retraction), the batch's panes are new rows of ``current``, unless an earlier query
+        over the same path wrote them. So every pane must end after the latest window end the
+        table held when this query last saw another writer's commit (``_high_water``); else
+        False, and the batch is MERGEd. The files carry their ``window_end_bucket`` partition
+        value; the app transaction makes a replay append nothing (its files are deleted)."""
+        root, uri = self.options.root, delta.table_uri(self.options.root, CURRENT)
+        if not self._triggers:
+            return True
+        rows = pa.Table.from_batches([_closed(b, self._bound) for b in self._triggers])
+        if pc.min(_end_micros(rows.column("window_end"))).as_py() <= _high_water(uri, self.app_id):
+            return False
+        rows = rows.cast(pa.schema([f.with_nullable(True) for f in rows.schema]))
+        bucket = delta.current_bucket_seconds(delta.latest(uri))
+        parts = [((), rows)] if bucket is None else [
+            (((delta.BUCKET_COLUMN, b),), rows.filter(pc.equal(labels, b)))
+            for labels in [delta.window_end_buckets(rows.column("window_end"), bucket)]
+            for b in pc.unique(labels).to_pylist()]
+        files = [replace(delta.write_data_file(root, CURRENT, part, sort_by=key_window_columns(self.schema),
+                                               name_hint=f"current-{self.batch_id}"), partition_values=values)
+                 for values, part in parts]
+        if not appends.append(uri, files, app_id=self.app_id, batch_id=self.batch_id,
+                              metadata=self._commit_metadata()):
+            delta.delete_files(uri, [f.path for f in files])   # a replay: the table holds the batch
+            return True
+        _HIGH_WATER[(uri, self.app_id)] = (_HIGH_WATER[(uri, self.app_id)][0], appends.known_version(uri))
+        self._open_ends.extend(_open_window_ends(b) for b in rows.to_batches())
+        _remember_open_ends(root, self._open_ends)
+        self.metrics[CURRENT] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
+                                 "files_removed": 0, "bytes_removed": 0}
+        return True
 
     def _closed_bound(self, files: Sequence[DataFile]) -> int | None:
         """Windows ending at or before the batch's watermark minus the allowed lateness are closed:
@@ -252,6 +289,32 @@ EAGER_MERGE_BYTES = 16 * 1024 * 1024
 #: bound moved through, and a batch whose bound did not move makes none. A new process (a restart,
 #: a replay) starts without it and makes one full UPDATE.
 _CLOSED_THROUGH: dict[str, int] = {}
+
+#: Per (``current``'s URI, app id): the latest window end (µs) the table held when the query last
+#: saw a commit that was not its own blind append, and the table version after its last one.
+_HIGH_WATER: dict[tuple[str, str], tuple[int, int | None]] = {}
+
+
+def _high_water(uri: str, app_id: str) -> int:
+    """The latest window end in ``current`` (µs, from the files' statistics plus 1 ms: Delta
+    keeps timestamps to the millisecond; the whole column when a file has none), read again
+    whenever the table moved past this query's last blind append (another writer, the upkeep,
+    an UPDATE): a pane ending after it is a window no earlier query wrote."""
+    table = delta.latest(uri)
+    known = _HIGH_WATER.get((uri, app_id))
+    if known is not None and known[1] == table.version():
+        return known[0]
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        mark = -(2 ** 63)
+    elif "max.window_end" in actions.column_names and actions.column("max.window_end").null_count == 0:
+        mark = pc.max(_end_micros(actions.column("max.window_end"))).as_py() + 1000
+    else:
+        ends = table.to_pyarrow_dataset().to_table(columns=["window_end"]).column("window_end")
+        mark = pc.max(_end_micros(ends)).as_py() if ends.null_count < len(ends) else -(2 ** 63)
+    _HIGH_WATER[(uri, app_id)] = (mark, table.version())
+    return mark
+
 
 #: Per sink path, the window ends (µs, sorted) of ``current``'s rows that may not be final yet:
 #: read from the table at this process's first close (``_scan_open_ends``), then kept up by its

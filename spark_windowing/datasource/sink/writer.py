@@ -188,7 +188,8 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         phases: dict[str, float] = {}
         if written:
             batch = BatchCommit(self.options, self.schema, written, batchId, self._app_id(written),
-                                 closing=_closing_lateness(self.produced, self.schema))
+                                 closing=_closing_lateness(self.produced, self.schema),
+                                 one_pane_per_window=_one_pane_per_window(self.options, self.produced))
             batch.run()
             metrics, phases = batch.metrics, batch.phases
         with timed(phases, "upkeep"):
@@ -284,6 +285,15 @@ def _closing_lateness(produced: dict | None, schema: pa.Schema) -> int | None:
     if str(produced.get("timestampColumn", "")).startswith("(none"):
         return None
     return int(produced[pane_spec.LATENESS_US])
+
+
+def _one_pane_per_window(options: SinkOptions, produced: dict | None) -> bool:
+    """Whether the panes' spec fires each window once: a one-shot trigger and no allowed
+    lateness (no early or late pane, so no retraction either). ``current`` then takes a batch's
+    panes as an append (``BatchCommit._append_current``). Not with ``allowSpecChange``: the
+    tables may hold panes of another spec."""
+    return (produced is not None and not options.allow_spec_change
+            and produced.get("trigger") in _ONE_SHOT_TRIGGERS and produced.get(pane_spec.LATENESS_US) == 0)
 
 
 def _checkpoint_query_id(checkpoint: str | None) -> str | None:

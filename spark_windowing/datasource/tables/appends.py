@@ -41,7 +41,7 @@ from spark_windowing.datasource import storage
 from spark_windowing.datasource.tables import delta
 from spark_windowing.datasource.tables.delta import DataFile
 
-__all__ = ["append", "forget"]
+__all__ = ["append", "forget", "known_version"]
 
 #: What this process's appends write as engine (Delta's ``commitInfo.engineInfo``).
 ENGINE = "spark-windowing"
@@ -60,6 +60,12 @@ class _Known:
 _KNOWN: dict[str, _Known] = {}
 
 
+def known_version(uri: str) -> int | None:
+    """The table's version as this process's last append left it (None: not known)."""
+    known = _KNOWN.get(uri)
+    return None if known is None else known.version
+
+
 def forget(uri: str) -> None:
     """Drop what this process knows of the table at ``uri`` (its next append reads it again)."""
     _KNOWN.pop(uri, None)
@@ -67,7 +73,7 @@ def forget(uri: str) -> None:
 
 def append(uri: str, files: Sequence[DataFile], *, app_id: str, batch_id: int,
            metadata: Mapping[str, object]) -> bool:
-    """Commit ``files`` to the (unpartitioned) table at ``uri`` as batch ``batch_id`` of
+    """Commit ``files`` (with their partition values) to the table at ``uri`` as batch ``batch_id`` of
     ``app_id``, with ``metadata`` in the commit info; False, and nothing written, when the table
     already holds that batch. See the module docstring."""
     if not storage.exclusive_create_available(f"{uri.rstrip('/')}/_delta_log/x"):
@@ -102,10 +108,13 @@ def _plain_protocol(table: DeltaTable) -> bool:
 
 def _log_entry(files: Sequence[DataFile], app_id: str, batch_id: int, metadata: Mapping[str, object]) -> bytes:
     now = int(time.time() * 1000)
-    info = {"timestamp": now, "operation": "WRITE", "operationParameters": {"mode": "Append", "partitionBy": "[]"},
+    partition_by = sorted({k for f in files for k, _ in f.partition_values})
+    info = {"timestamp": now, "operation": "WRITE",
+            "operationParameters": {"mode": "Append", "partitionBy": json.dumps(partition_by)},
             "isBlindAppend": True, "engineInfo": ENGINE, "clientVersion": ENGINE, **metadata}
     actions = [{"commitInfo": info}]
-    actions += [{"add": {"path": f.path, "partitionValues": {}, "size": f.size, "modificationTime": now,
+    actions += [{"add": {"path": f.path, "partitionValues": dict(f.partition_values), "size": f.size,
+                         "modificationTime": now,
                          "dataChange": True, "stats": f.stats}} for f in files]
     actions.append({"txn": {"appId": app_id, "version": batch_id, "lastUpdated": now}})
     return "".join(json.dumps(a, separators=(",", ":")) + "\n" for a in actions).encode()

@@ -81,7 +81,8 @@ _DESCRIPTIONS = {
 class DataFile:
     """One Parquet file an executor wrote into a table directory, not yet committed.
 
-    ``path`` is relative to the table root; ``stats`` is the Delta ``add.stats`` JSON.
+    ``path`` is relative to the table root; ``stats`` is the Delta ``add.stats`` JSON;
+    ``partition_values`` its partition's (a partitioned table: the file holds no such column).
     """
 
     table: str
@@ -89,6 +90,7 @@ class DataFile:
     size: int
     num_rows: int
     stats: str
+    partition_values: tuple[tuple[str, str], ...] = ()
 
 
 # --------------------------------------------------------------------------- locations
@@ -335,7 +337,7 @@ def write_data_file(root: str, table: str, rows: pa.Table, *, sort_by: Sequence[
 
 
 def add_action(data_file: DataFile) -> AddAction:
-    return AddAction(path=data_file.path, size=data_file.size, partition_values={},
+    return AddAction(path=data_file.path, size=data_file.size, partition_values=dict(data_file.partition_values),
                      modification_time=int(time.time() * 1000), data_change=True,
                      stats=data_file.stats)
 
