@@ -21,7 +21,8 @@ The queries (windows as Flink's NEXMark SQL defines them), ``q5``, ``q7`` and ``
 
 * ``q5``: bids per auction in sliding windows of 10 s every 2 s, then per window the auctions
   with the most bids. Ours: one query, ``window(df, window="inherit",
-  aggregate="max_rows(num, auction)")`` over the counts' ``format("windowed")`` (ties kept).
+  aggregate="max_rows(num, auction)", shards="1")`` over the counts' ``format("windowed")`` (ties
+  kept; one shard: a keyless stage, which with ``--execution driver`` runs in the first's task).
   Native: the counts, then a second streaming aggregation per window (Spark chains stateful
   operators in append mode), ``max_by(auction, num)``: one auction per window, ties dropped
   (keeping them would need a join of the counts with their maximum, which a streaming query
