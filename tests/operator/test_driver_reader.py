@@ -82,3 +82,19 @@ def test_a_new_process_replays_a_logged_batch_in_read(tmp_path):
     [partition] = restarted.partitions(start, end)
     assert restarted.getCache(start, end) is None              # Spark's task then calls read
     assert _canonical(restarted.read(partition)) == first
+
+
+def test_the_execution_option_is_checked_at_load_and_drops_the_schema_metadata(tmp_path):
+    import pytest
+
+    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.errors import OptionError
+    base = _options(str(tmp_path / "state"), "executors")
+    with pytest.raises(OptionError) as e:
+        parse_options({**base, "execution": "drivr"})
+    assert (e.value.option, e.value.value) == ("execution", "drivr") and "executors, driver" in str(e.value)
+    assert parse_options({**base, "execution": "Driver"}).execution == "driver"
+    # Spark compares the panes it is handed on the driver with the schema, column metadata
+    # included, and Arrow carries none: in driver mode the spec is not in window_start's metadata
+    assert stream_schema(base)["window_start"].metadata
+    assert not stream_schema({**base, "execution": "driver"})["window_start"].metadata

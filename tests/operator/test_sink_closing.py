@@ -57,3 +57,15 @@ def test_windows_close_in_current_also_those_an_earlier_process_wrote(tmp_path, 
     assert _final(root) == {"a": True, "b": True, "c": False, "d": False}
     _commit(writer, 4, [_pane("e", 300, 181, 4)])           # c (written by this process) ends at 180 s
     assert _final(root) == {"a": True, "b": True, "c": True, "d": False, "e": False}
+
+
+def test_panes_without_their_spec_and_without_a_checkpoint_are_warned_about(tmp_path, caplog, monkeypatch):
+    """The sink cannot close windows it does not know the lateness of: execution=driver panes
+    (no column metadata) reach their spec only through a checkpointLocation option."""
+    from spark_windowing.datasource.sink import writer as sink_writer
+    monkeypatch.setattr(sink_writer, "_WARNED_UNKNOWN", set())
+    root = str(tmp_path / "panes")
+    with caplog.at_level("WARNING"):
+        w = PaneStreamWriter({"path": root, "appId": "app"}, arrow_to_spark_schema(ARROW_SCHEMA), False)
+    assert w.produced is None
+    assert any(root in r.getMessage() and "checkpointLocation" in r.getMessage() for r in caplog.records)

@@ -151,6 +151,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
         # logged source offset names it (``execution=driver`` panes carry no column metadata)
         self.produced = pane_spec.from_schema(schema) or _produced_from_checkpoint(self.options.checkpoint)
         _check_spec(self.options, self.produced)         # before anything is created or written
+        _warn_unknown_spec(self.options, self.produced)
         _warn_discarding_current(self.options, self.produced)
         _ensure_tables(self.options, self.schema)
         # Spark creates this writer when the query starts (before batch 0) and again for each
@@ -238,6 +239,25 @@ def _check_spec(options: SinkOptions, produced: dict | None) -> None:
         "this query's would be mixed in one table set (in 'current', windows of both specs would count the "
         "same events twice). Write to a new sink path (.option('path', ...)), or, to add this query's panes "
         f"to these tables on purpose, set {ALLOW_SPEC_CHANGE_HINT}.")
+
+
+#: Sink paths this process has warned about (``_warn_unknown_spec``): once each.
+_WARNED_UNKNOWN: set[str] = set()
+
+
+def _warn_unknown_spec(options: SinkOptions, produced: dict | None) -> None:
+    """Panes without their windowing spec (a transformation dropped the column metadata, or
+    ``execution=driver`` panes, whose spec the sink finds only through a ``checkpointLocation``
+    option): ``current`` cannot tell when a window is final, nor refuse another spec. Said once
+    per process and path."""
+    if produced is not None or options.checkpoint or options.root in _WARNED_UNKNOWN:
+        return
+    _WARNED_UNKNOWN.add(options.root)
+    _log.warning("windowed sink: %s: the panes do not say which windowing spec produced them, so 'current' "
+                 "marks no window final by the watermark and a change of spec is not refused. With "
+                 "readStream.format('windowed').option('execution', 'driver') give the query its checkpoint "
+                 "as .option('checkpointLocation', ...) on writeStream (the sink reads the spec through it).",
+                 options.root)
 
 
 #: Sink paths this process has warned about (``_warn_discarding_current``): once each.
