@@ -14,16 +14,14 @@ from spark_windowing.datasource.source.driver import DriverStreamReader
 from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 from spark_windowing.datasource.storage import layout
 from spark_windowing.segments import manifest_uri
+from tests.operator.test_rescale_reader import _options as rescale_options
 
 
 def _options(state: str, execution: str) -> dict[str, str]:
-    return {"source": "generator", "eventsPerBatch": "300", "keys": "40", "eventInterval": "50 milliseconds",
-            "disorder": "3 seconds", "lateFraction": "0.05", "window": "session(2 seconds)",
-            "trigger": "AfterWatermark(early=AfterCount(3), late=AfterCount(1))",
-            "accumulationMode": "accumulating_and_retracting", "allowedLateness": "2 seconds",
-            "aggregate": "sum(amount) AS s, count(*) AS n", "timestampColumn": "event_time",
-            "keyColumns": "user_id", "watermark": "bounded(1 second)", "shards": "2", "execution": execution,
-            "lateDataPath": os.path.join(state, "..", f"late-{execution}"), "stateLocation": state}
+    """The rescale test's query (session windows, early and late panes, retractions, late events),
+    two shards, with a late-data table."""
+    return {**rescale_options(state, 2), "execution": execution,
+            "lateDataPath": os.path.join(state, "..", f"late-{execution}")}
 
 
 def _canonical(batches) -> list[str]:
