@@ -37,7 +37,7 @@ from pyspark.sql.datasource_internal import SimpleInputPartition, _SimpleStreamR
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource.source.reader import ShardPartition, WindowedStreamReader
+from spark_windowing.datasource.source.reader import WindowedStreamReader
 from spark_windowing.datasource.source.shard_run import ShardRun
 
 
@@ -84,21 +84,12 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
 
     def _step(self, start: dict, end: dict) -> tuple[list[ShardRun], list[pa.RecordBatch]]:
         runs, panes = [], []
-        for partition in self._shard_partitions(start, end):
+        for partition in self.inner.shard_partitions(start, end, spare_slots=False):
             run = self.inner.start_shard(partition, claim=False)
             assert run is not None
             panes.extend(self.inner.step_shard(run))
             runs.append(run)
         return runs, panes
-
-    def _shard_partitions(self, start: dict, end: dict) -> list[ShardPartition]:
-        """Every shard of the batch once (no spare slots, no claims: one process runs them all)."""
-        inner = self.inner
-        planned = inner.up.plan(start["up"], end["up"])
-        if inner.up2 is not None:
-            planned = [planned, inner.up2.plan(start["up2"], end["up2"])]
-        old, new = inner._shards(start), inner._shards(end)
-        return [ShardPartition(i, {**start, "shards": old}, {**end, "shards": new}, planned) for i in range(new)]
 
     def _write(self, batch: _Stepped) -> None:
         for run in batch.runs:
@@ -123,7 +114,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
 
     def read(self, partition: SimpleInputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """A task's replay of a logged batch: every shard from its snapshot at the start offset."""
-        for shard_partition in self._shard_partitions(partition.start, partition.end):
+        for shard_partition in self.inner.shard_partitions(partition.start, partition.end, spare_slots=False):
             run = self.inner.start_shard(shard_partition, claim=False)
             assert run is not None
             yield from self.inner.step_shard(run)

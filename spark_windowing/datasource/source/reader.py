@@ -226,11 +226,16 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @trace.traced("source.partitions")
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        return self.shard_partitions(start, end, spare_slots=True)
+
+    def shard_partitions(self, start: dict, end: dict, *, spare_slots: bool) -> list[ShardPartition]:
+        """The batch's partitions: what it reads (planned once, for every shard), one per shard,
+        and with ``spare_slots`` as many more as ``affinity.slots`` asks for (object-store state)."""
         planned = self.up.plan(start["up"], end["up"])
         if self.up2 is not None:
             planned = [planned, self.up2.plan(start["up2"], end["up2"])]
         old, new = self._shards(start), self._shards(end)
-        n = slots(self.cfg.state_location, new, self.cfg.claim_wait) if old == new else new
+        n = slots(self.cfg.state_location, new, self.cfg.claim_wait) if spare_slots and old == new else new
         return [ShardPartition(i, {**start, "shards": old}, {**end, "shards": new}, planned) for i in range(n)]
 
     @trace.traced("source.commit")
