@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from tests.spark._helpers import run_to_sink
 from tests.spark.sink_helpers import TABLE_NAMES, pane_table, rows
 from tests.spark.test_source import SEC, T0, _ts
 from tests.spark.test_source_replay import _write_events
@@ -20,18 +21,14 @@ pytestmark = pytest.mark.spark
 
 def _run(spark, tmp_path, execution: str) -> dict[str, list[tuple]]:
     root = tmp_path / execution
-    reader = spark.readStream.format("windowed")
-    for k, v in {"source": "delta", "path": str(tmp_path / "events"), "timestampColumn": "ts", "keyColumns": "k",
-                 "window": "tumbling(4 seconds)", "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
-                 "accumulationMode": "accumulating_and_retracting", "aggregate": "sum(v) AS total, count(*) AS n",
-                 "watermark": "bounded(2 seconds)", "allowedLateness": "3 seconds", "maxFilesPerTrigger": "1",
-                 "shards": "2", "execution": execution, "stateLocation": str(root / "state"),
-                 "lateDataPath": str(root / "late")}.items():
-        reader = reader.option(k, v)
-    q = (reader.load().writeStream.format("windowed").option("path", str(root / "panes"))
-         .option("checkpointLocation", str(root / "chk")).trigger(availableNow=True).start())
-    q.awaitTermination(240)
-    assert not q.isActive and q.exception() is None, q.exception()
+    run_to_sink(spark, {"source": "delta", "path": str(tmp_path / "events"), "timestampColumn": "ts", "keyColumns": "k",
+                        "window": "tumbling(4 seconds)",
+                        "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
+                        "accumulationMode": "accumulating_and_retracting",
+                        "aggregate": "sum(v) AS total, count(*) AS n", "watermark": "bounded(2 seconds)",
+                        "allowedLateness": "3 seconds", "maxFilesPerTrigger": "1", "shards": "2",
+                        "execution": execution, "stateLocation": str(root / "state"),
+                        "lateDataPath": str(root / "late")}, root)
     out = {}
     for name in TABLE_NAMES:
         table = pane_table(root / "panes" / name)

@@ -21,6 +21,7 @@ from spark_windowing.datasource.sink.task import distinct, key_window_columns
 from spark_windowing.datasource.tables.delta import CURRENT, RETRACTIONS, STAGING, TRIGGERS, DataFile
 from spark_windowing.datasource.storage.layout import BATCH_ID_KEY
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER
+from spark_windowing._time import MIN_TIME
 
 @dataclass
 class BatchCommit:
@@ -154,11 +155,12 @@ class BatchCommit:
         root, uri = self.options.root, delta.table_uri(self.options.root, CURRENT)
         if not self._triggers:
             return True
+        table = delta.latest(uri)
         rows = pa.Table.from_batches([_closed(b, self._bound) for b in self._triggers])
-        if pc.min(_end_micros(rows.column("window_end"))).as_py() <= _high_water(uri, self.app_id):
+        if pc.min(_end_micros(rows.column("window_end"))).as_py() <= _high_water(uri, table, self.app_id):
             return False
         rows = rows.cast(pa.schema([f.with_nullable(True) for f in rows.schema]))
-        bucket = delta.current_bucket_seconds(delta.latest(uri))
+        bucket = delta.current_bucket_seconds(table)
         parts = [((), rows)] if bucket is None else [
             (((delta.BUCKET_COLUMN, b),), rows.filter(pc.equal(labels, b)))
             for labels in [delta.window_end_buckets(rows.column("window_end"), bucket)]
@@ -170,7 +172,7 @@ class BatchCommit:
                               metadata=self._commit_metadata()):
             delta.delete_files(uri, [f.path for f in files])   # a replay: the table holds the batch
             return True
-        _HIGH_WATER[(uri, self.app_id)] = (_HIGH_WATER[(uri, self.app_id)][0], appends.known_version(uri))
+        _HIGH_WATER[(uri, self.app_id)].version = appends.known_version(uri)   # its own append moves no mark
         self._open_ends.extend(_open_window_ends(b) for b in rows.to_batches())
         _remember_open_ends(root, self._open_ends)
         self.metrics[CURRENT] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
@@ -290,30 +292,36 @@ EAGER_MERGE_BYTES = 16 * 1024 * 1024
 #: a replay) starts without it and makes one full UPDATE.
 _CLOSED_THROUGH: dict[str, int] = {}
 
-#: Per (``current``'s URI, app id): the latest window end (µs) the table held when the query last
-#: saw a commit that was not its own blind append, and the table version after its last one.
-_HIGH_WATER: dict[tuple[str, str], tuple[int, int | None]] = {}
+@dataclass
+class _Mark:
+    """``current``'s latest window end (µs) as a query last read it, and the table version after
+    the query's own last blind append (its appends do not move the mark)."""
+    end: int
+    version: int | None
 
 
-def _high_water(uri: str, app_id: str) -> int:
+#: Per (``current``'s URI, app id): the mark ``_high_water`` read.
+_HIGH_WATER: dict[tuple[str, str], _Mark] = {}
+
+
+def _high_water(uri: str, table: DeltaTable, app_id: str) -> int:
     """The latest window end in ``current`` (µs, from the files' statistics plus 1 ms: Delta
     keeps timestamps to the millisecond; the whole column when a file has none), read again
     whenever the table moved past this query's last blind append (another writer, the upkeep,
     an UPDATE): a pane ending after it is a window no earlier query wrote."""
-    table = delta.latest(uri)
     known = _HIGH_WATER.get((uri, app_id))
-    if known is not None and known[1] == table.version():
-        return known[0]
+    if known is not None and known.version == table.version():
+        return known.end
     actions = pa.table(table.get_add_actions(flatten=True))
     if actions.num_rows == 0:
-        mark = -(2 ** 63)
+        end = MIN_TIME
     elif "max.window_end" in actions.column_names and actions.column("max.window_end").null_count == 0:
-        mark = pc.max(_end_micros(actions.column("max.window_end"))).as_py() + 1000
+        end = pc.max(_end_micros(actions.column("max.window_end"))).as_py() + 1000
     else:
         ends = table.to_pyarrow_dataset().to_table(columns=["window_end"]).column("window_end")
-        mark = pc.max(_end_micros(ends)).as_py() if ends.null_count < len(ends) else -(2 ** 63)
-    _HIGH_WATER[(uri, app_id)] = (mark, table.version())
-    return mark
+        end = pc.max(_end_micros(ends)).as_py() if ends.null_count < len(ends) else MIN_TIME
+    _HIGH_WATER[(uri, app_id)] = _Mark(end, table.version())
+    return end
 
 
 #: Per sink path, the window ends (µs, sorted) of ``current``'s rows that may not be final yet:
