@@ -21,7 +21,9 @@ RETRACTION rows can take a winner back and expose a row beneath it, every row is
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
+from operator import itemgetter
 from typing import Any, Iterable
 
 import numpy as np
@@ -29,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 FUNCS = ("top", "bottom", "max_rows", "min_rows")
+_VALUE = itemgetter(0)   # a row tuple's ranked value
 
 
 def best_first(func: str) -> bool:
@@ -69,16 +72,36 @@ def _key(v: Any) -> tuple:
     return (1, repr(v) if isinstance(v, (list, dict)) else v)
 
 
+def _threshold(acc: Counter, n: int, desc: bool) -> Any:
+    """The value of the ``n``-th best row of ``acc`` counting duplicates (its worst value when it
+    holds fewer): a row is in the result exactly when its value is at least as good. Found among
+    the ``n`` best distinct rows, with C-level comparisons only (``itemgetter``, ``heapq``)."""
+    best = (heapq.nlargest if desc else heapq.nsmallest)(n, acc, key=_VALUE)
+    seen = 0
+    for r in best:
+        seen += acc[r]
+        if seen >= n:
+            return r[0]
+    return (min if desc else max)(acc, key=_VALUE)[0]
+
+
 def ranked(acc: Counter, n: int, desc: bool) -> list[tuple]:
-    """The result rows of a multiset of row tuples (value first), best first, ties by columns."""
-    rows = sorted(acc.elements(), key=lambda r: tuple(_key(x) for x in r[1:]))
-    rows.sort(key=lambda r: r[0], reverse=desc)   # stable: ties stay ordered by their columns
-    out: list[tuple] = []
-    for r in rows:
-        if len(out) >= n and r[0] != out[-1][0]:
-            break
-        out.append(r)
-    return out
+    """The result rows of a multiset of row tuples (value first), best first, ties by columns.
+
+    One pass over ``acc`` finds the ``n``-th best value (``_threshold``); only the rows at least
+    as good are sorted (a window's rows over ``window=inherit`` are all kept, thousands of them,
+    of which a handful make its result)."""
+    if not acc:
+        return []
+    if n == 1:
+        v = (max if desc else min)(acc, key=_VALUE)[0]
+        top = [r for r in acc if r[0] == v]
+    else:
+        v = _threshold(acc, n, desc)
+        top = [r for r in acc if (r[0] >= v if desc else r[0] <= v)]
+    top.sort(key=lambda r: tuple(_key(x) for x in r[1:]))
+    top.sort(key=_VALUE, reverse=desc)   # stable: ties stay ordered by their columns
+    return [r for r in top for _ in range(acc[r])]   # duplicate rows kept
 
 
 def prune(acc: Counter, n: int, desc: bool) -> Counter:
