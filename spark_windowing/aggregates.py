@@ -17,6 +17,9 @@ counts are 0):
                        as a list of structs ``{x, c, ...}`` (the columns' types), best first;
                        ``bottom(n, ...)`` the n smallest; ``max_rows(x, c, ...)`` = ``top(1, ...)``,
                        ``min_rows(x, c, ...)`` = ``bottom(1, ...)`` (``spark_windowing.ranked``)
+``most_frequent(n, x)`` the non-null values of ``x`` whose count ranks in the n largest, ties kept,
+                       as a list of structs ``{x, count}``, most frequent first, equal counts by
+                       value (NEXMark q5's "the auctions with the most bids" in one aggregate)
 =====================  ==========================================================================
 
 Each may carry ``AS alias``; the default name is ``func(x)``, e.g. ``sum(amount)``.
@@ -57,12 +60,14 @@ from spark_windowing.process import BoundProcess, PaneBuffer, PaneInfo
 
 AGGREGATE_FORMS = ("a comma-separated list of sum(x), count(*), count(x), avg(x), min(x), max(x), first(x), "
                    "last(x), collect_list(x), count_distinct(x), top(n, x, col, ...), bottom(n, x, col, ...), "
-                   "max_rows(x, col, ...), min_rows(x, col, ...), each optionally followed by 'AS <name>'; "
+                   "max_rows(x, col, ...), min_rows(x, col, ...), most_frequent(n, x), each optionally followed by 'AS <name>'; "
                    "or module:Class for a custom accumulation")
 FUNCS = ("sum", "count", "avg", "min", "max", "first", "last", "collect_list", "count_distinct")
 _ITEM = re.compile(r"^\s*([A-Za-z_]\w*)\s*\(\s*(\*|[A-Za-z_][\w.]*|`[^`]+`)\s*\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$")
-_RANKED = re.compile(r"^\s*(top|bottom|max_rows|min_rows)\s*\(([^()]*)\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$",
+_RANKED = re.compile(r"^\s*(top|bottom|max_rows|min_rows|most_frequent)\s*\(([^()]*)\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$",
                      re.IGNORECASE)
+#: Aggregates whose state is a Counter of Python values per (key, window): ranked rows and values.
+_OBJECT_RANKED = (*ranked.FUNCS, ranked.FREQUENT)
 _NAME = re.compile(r"^([A-Za-z_][\w.]*|`[^`]+`)$")
 _CUSTOM = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(\([^()]*\))?\s*(?:(?i:AS)\s+([A-Za-z_]\w*))?\s*$")
 
@@ -133,11 +138,12 @@ def parse_aggregates(text: str) -> tuple[AggregateSpec, ...]:
 
 
 def _parse_ranked(text: str, item: str, m: re.Match) -> AggregateSpec:
-    """``top(n, x, c, ...)``, ``bottom(n, ...)``, ``max_rows(x, c, ...)``, ``min_rows(x, ...)``."""
+    """``top(n, x, c, ...)``, ``bottom(n, ...)``, ``max_rows(x, c, ...)``, ``min_rows(x, ...)``,
+    ``most_frequent(n, x)``."""
     func = m.group(1).lower()
     args = [a.strip() for a in m.group(2).split(",")]
     n = 1
-    if func in ("top", "bottom"):
+    if func in ("top", "bottom", ranked.FREQUENT):
         if not args or not args[0].isdigit() or int(args[0]) < 1:
             raise OptionError("aggregate", text, AGGREGATE_FORMS,
                               why=f"{item.strip()!r}: {func}'s first argument is how many ranks, a positive integer")
@@ -148,6 +154,13 @@ def _parse_ranked(text: str, item: str, m: re.Match) -> AggregateSpec:
                           why=f"{item.strip()!r}: needs the value column, then the columns to carry, by name"
                               + (f" ({bad[0]!r} is not a column name)" if bad else ""))
     cols = [a.strip("`") for a in args]
+    if func == ranked.FREQUENT:
+        if len(cols) != 1 or cols[0] == "count":
+            raise OptionError("aggregate", text, AGGREGATE_FORMS,
+                              why=f"{item.strip()!r}: most_frequent(n, x) takes one column, not named 'count' "
+                                  "(the struct's other field)")
+        alias = m.group(3).strip("`") if m.group(3) else f"{func}({cols[0]})"
+        return AggregateSpec(func, cols[0], alias, n=n, labels=(cols[0], "count"))
     labels = tuple(dict.fromkeys(cols))
     alias = m.group(3).strip("`") if m.group(3) else f"{func}({cols[0]})"
     return AggregateSpec(func, cols[0], alias, n=n, carry=labels[1:], labels=labels)
@@ -215,6 +228,8 @@ class BoundAggregate:
                "avg": pa.float64(), "collect_list": pa.list_(t) if t is not None else None}.get(f, t)
         if f in ranked.FUNCS:
             out = pa.list_(pa.struct(list(zip(self.spec.labels, (t, *self.carry_types)))))
+        if f == ranked.FREQUENT:
+            out = pa.list_(pa.struct([(self.spec.labels[0], t), ("count", pa.int64())]))
         return [pa.field(self.spec.alias, out)]
 
     def value_dtype(self):
@@ -243,7 +258,7 @@ class BoundAggregate:
             return {p + "v": (self.value_dtype(), None), p + "n": (np.int64, 0)}
         if f in ("first", "last"):
             return {p + "v": (self.value_dtype(), None), p + "t": (np.int64, 0), p + "n": (np.int64, 0)}
-        if f in ("collect_list", "count_distinct", "custom", "process", *ranked.FUNCS):
+        if f in ("collect_list", "count_distinct", "custom", "process", *_OBJECT_RANKED):
             return {p + "o": (object, None)}
         raise AssertionError(f)
 
@@ -252,7 +267,7 @@ class BoundAggregate:
         f = self.spec.func
         for i in range(n):
             out[i] = ([] if f == "collect_list" else set() if f == "count_distinct" else
-                      PaneBuffer() if f == "process" else Counter() if f in ranked.FUNCS else self.custom.initial())
+                      PaneBuffer() if f == "process" else Counter() if f in _OBJECT_RANKED else self.custom.initial())
         return out
 
     # ---- pre-aggregation of a batch ----
@@ -300,9 +315,9 @@ def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: s
             if s.func in ("sum", "avg") and not (_numeric(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs a numeric column, {s.column!r} is {t}")
-            if pa.types.is_decimal(t) and s.func not in ranked.FUNCS:   # ranked rows carry their type
+            if pa.types.is_decimal(t) and s.func not in _OBJECT_RANKED:   # ranked rows carry their type
                 t = pa.float64()
-            if s.func in ("min", "max", *ranked.FUNCS) and not (_orderable(t) or pa.types.is_null(t)):
+            if s.func in ("min", "max", *_OBJECT_RANKED) and not (_orderable(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs an orderable column, {s.column!r} is {t}")
             if s.func in ranked.FUNCS:
@@ -346,7 +361,7 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
         cols["__h"] = pa.array(hold_ts, pa.int64(), mask=hold_ts == np.iinfo(np.int64).max)
         specs += [("__h", "min"), ("__h", "max")]
     for a in aggs:
-        if a.spec.column is not None and a.spec.func not in ("first", "last", *ranked.FUNCS):
+        if a.spec.column is not None and a.spec.func not in ("first", "last", *_OBJECT_RANKED):
             name = _col_name(a.index)
             arr = _typed(pairs.column(a.spec.column))
             if a.spec.func in ("sum", "avg") and not pa.types.is_integer(arr.type):
@@ -384,6 +399,7 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
     _first_last(aggs, pairs, g, ts, rows, partials)
     _custom_partials(aggs, pairs, g, rows, partials)
     _ranked_partials(aggs, pairs, g, rows, partials)
+    _frequency_partials(aggs, pairs, g, rows, partials)
     for a in aggs:
         if a.spec.func == "process":
             arr = np.arange(len(g), dtype=np.int64) if arrival is None else arrival
@@ -602,6 +618,25 @@ def _ranked_partials(aggs, pairs, g, rows, partials) -> None:
         partials[a.prefix + "o"] = groups
 
 
+def _frequency_partials(aggs, pairs, g, rows, partials) -> None:
+    """Per group of ``rows``, ``most_frequent``'s counts of each non-null value: one Arrow
+    ``group_by`` over (group, value), then a dict per group."""
+    for a in aggs:
+        if a.spec.func != ranked.FREQUENT:
+            continue
+        values = _typed(pairs.column(a.spec.column))
+        counted = (pa.table({"g": pa.array(g, pa.int64()), "v": values}).filter(values.is_valid())
+                   .group_by(["g", "v"], use_threads=False).aggregate([([], "count_all")]))
+        order = np.argsort(counted.column("g").to_numpy(), kind="stable")
+        sg = counted.column("g").to_numpy()[order]
+        vals = counted.column("v").take(pa.array(order)).to_pylist()
+        counts = counted.column("count_all").take(pa.array(order)).to_pylist()
+        lo, hi = np.searchsorted(sg, rows, side="left"), np.searchsorted(sg, rows, side="right")
+        groups = np.empty(len(rows), dtype=object)
+        groups[:] = [dict(zip(vals[i:j], counts[i:j])) for i, j in zip(lo.tolist(), hi.tolist())]
+        partials[a.prefix + "o"] = groups
+
+
 def _to_np(arr: pa.Array | pa.ChunkedArray, dtype) -> np.ndarray:
     if dtype is object:
         out = np.empty(len(arr), dtype=object)
@@ -657,13 +692,17 @@ def merge_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows
             for r, tuples in zip(rows.tolist(), partials[p + "o"]):
                 if tuples:
                     store[r] = ranked.add(store[r], tuples, n, desc, a.keep_all)
+        elif f == ranked.FREQUENT:
+            store = cols[p + "o"]
+            for r, counts in zip(rows.tolist(), partials[p + "o"]):
+                store[r].update(counts)
         elif f == "process":
             a.custom.add(cols[p + "o"], rows, partials[p + "o"])
 
 
 #: Aggregates that can subtract a RETRACTION row of inherited panes (``window=inherit``);
 #: a custom accumulation can when it has ``retract(acc, elements) -> acc``.
-RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list", *ranked.FUNCS})
+RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list", *_OBJECT_RANKED})
 
 
 def check_no_retractions(aggs: list[BoundAggregate], retracted: np.ndarray, text: str | None = None) -> None:
@@ -719,6 +758,10 @@ def subtract_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], r
             store = cols[p + "o"]
             for r, tuples in zip(rows.tolist(), partials[p + "o"]):
                 store[r] = ranked.retract(store[r], tuples)
+        elif f == ranked.FREQUENT:
+            store = cols[p + "o"]
+            for r, counts in zip(rows.tolist(), partials[p + "o"]):
+                store[r] = ranked.frequent_retract(store[r], counts)
         else:  # check_no_retractions() rejects the rest before a retracted row gets here
             raise AssertionError(f"{f} is not retractable")
 
@@ -758,6 +801,8 @@ def merge_rows(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], src: int
         elif f in ranked.FUNCS:
             cols[p + "o"][dst] = ranked.merge(cols[p + "o"][dst], cols[p + "o"][src], a.spec.n,
                                               ranked.best_first(f), a.keep_all)
+        elif f == ranked.FREQUENT:
+            cols[p + "o"][dst] = cols[p + "o"][dst] + cols[p + "o"][src]
         elif f == "process":
             cols[p + "o"][dst] = cols[p + "o"][dst].merged(cols[p + "o"][src])
 
@@ -816,6 +861,9 @@ def outputs(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows: np.nd
         elif f in ranked.FUNCS:
             n, desc, names = a.spec.n, ranked.best_first(f), a.spec.labels
             arrays.append(pa.array([ranked.output(x, n, desc, names) for x in cols[p + "o"][rows]],
+                                   a.output_fields()[0].type))
+        elif f == ranked.FREQUENT:
+            arrays.append(pa.array([ranked.frequent_output(x, a.spec.n, a.spec.labels) for x in cols[p + "o"][rows]],
                                    a.output_fields()[0].type))
         elif f == "custom":
             outs = [a.custom.output(x) for x in cols[p + "o"][rows]]

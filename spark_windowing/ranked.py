@@ -1,5 +1,6 @@
 """Ranked rows: the built-in aggregates ``top(n, value, col, ...)``, ``bottom(n, value, col, ...)``,
-``max_rows(value, col, ...)`` (``top(1, ...)``) and ``min_rows(value, col, ...)`` (``bottom(1, ...)``).
+``max_rows(value, col, ...)`` (``top(1, ...)``) and ``min_rows(value, col, ...)`` (``bottom(1, ...)``);
+and ranked values, ``most_frequent(n, x)`` (``frequent`` below).
 
 Semantics are SQL's ``RANK() <= n``, ties kept: a row of the window is in the result when fewer
 than ``n`` of the window's rows have a strictly better ``value`` (larger for ``top`` and
@@ -129,3 +130,33 @@ def merge(a: Counter, b: Counter, n: int, desc: bool, keep_all: bool) -> Counter
 
 def output(acc: Counter, n: int, desc: bool, names: tuple[str, ...]) -> list[dict]:
     return [dict(zip(names, r)) for r in ranked(acc, n, desc)]
+
+
+# ---- most_frequent(n, x): the values ranked by how many rows have them -----------------------
+
+FREQUENT = "most_frequent"
+
+
+def frequent(acc: Counter, n: int) -> list[tuple]:
+    """``most_frequent(n, x)``'s result over ``acc`` (value -> rows with it): ``(value, count)``
+    of the values fewer than ``n`` values beat by count (SQL ``RANK() <= n`` over the counts, ties
+    kept), most frequent first, equal counts by value. Over 4 a, 4 b, 2 c, 1 d: ``n=1`` gives a, b;
+    ``n=2`` a, b (two values beat c); ``n=3`` a, b, c."""
+    if not acc:
+        return []
+    counts = acc.values()
+    least = max(counts) if n == 1 else heapq.nlargest(n, counts)[-1]
+    top = [v for v, c in acc.items() if c >= least]
+    top.sort(key=_key)
+    top.sort(key=acc.__getitem__, reverse=True)   # stable: equal counts stay ordered by value
+    return [(v, acc[v]) for v in top]
+
+
+def frequent_output(acc: Counter, n: int, names: tuple[str, ...]) -> list[dict]:
+    return [dict(zip(names, r)) for r in frequent(acc, n)]
+
+
+def frequent_retract(acc: Counter, counts: dict) -> Counter:
+    """``acc`` less the RETRACTION rows' values (``window=inherit``); values down to 0 dropped."""
+    acc.subtract(counts)
+    return +acc

@@ -589,6 +589,11 @@ _RANKED = ("top", "bottom", "max_rows", "min_rows")
 def parse_aggregates(text: str) -> list[Aggregate]:
     aggs = []
     for part in _split_args(text):
+        f = re.fullmatch(r"most_frequent\s*\(\s*(\d+)\s*,\s*(\w+)\s*\)(?:\s+as\s+(\w+))?", part.strip(), re.I)
+        if f:
+            aggs.append(Aggregate("most_frequent", f.group(2), f.group(3) or f"most_frequent({f.group(2)})",
+                                  int(f.group(1))))
+            continue
         r = re.fullmatch(r"(top|bottom|max_rows|min_rows)\s*\((.*)\)(?:\s+as\s+(\w+))?", part.strip(), re.I)
         if r:
             func, args = r.group(1).lower(), [a.strip() for a in r.group(2).split(",")]
@@ -627,6 +632,8 @@ def evaluate(agg: Aggregate, elements: list[Element]) -> Any:
         return len(set(vals))
     if agg.func in _RANKED:
         return ranked_rows(agg, present)
+    if agg.func == "most_frequent":
+        return most_frequent(agg, vals)
     if not vals:
         return None
     if agg.func == "sum":
@@ -655,6 +662,16 @@ def ranked_rows(agg: Aggregate, present: list[Element]) -> list[dict]:
     kept.sort(key=lambda e: [(0,) if e.row.get(c) is None else (1, e.row[c]) for c in agg.carry])
     kept.sort(key=lambda e: e.row[col], reverse=larger)
     return [{c: e.row.get(c) for c in (col, *agg.carry)} for e in kept]
+
+
+def most_frequent(agg: Aggregate, vals: list) -> list[dict]:
+    """The values fewer than n distinct values beat by their number of rows, most rows first,
+    equal counts by value."""
+    count = {v: vals.count(v) for v in vals}
+    kept = [v for v in count if sum(c > count[v] for c in count.values()) < agg.n]
+    kept.sort()
+    kept.sort(key=lambda v: count[v], reverse=True)
+    return [{agg.column: v, "count": count[v]} for v in kept]
 
 
 def evict(evictor: str | None, elements: list[Element]) -> tuple[list[Element], list[Element]]:

@@ -176,3 +176,15 @@ def test_without_a_kind_column_every_row_adds():
     s2.add_elements([{"window_start": 0, "window_end": 10, "total": t, "pane_timestamp": 9} for t in (4, 8)])
     s2.advance_watermark_to(10)
     assert [p["m"] for p in s2.take_panes()] == [8]
+
+
+def test_most_frequent_takes_back_a_retracted_value():
+    """A RETRACTION row takes its value's row back: the value beneath, once tied, is alone."""
+    s2 = TestStream(window="inherit", timestamp_column="pane_timestamp", trigger="AfterWatermark(early=AfterCount(1))",
+                    aggregate="most_frequent(1, k) AS hot", accumulation_mode="accumulating_and_retracting")
+    base = {"window_start": 0, "window_end": 10, "pane_timestamp": 9, "kind": "TRIGGER"}
+    s2.add_elements([{**base, "k": k} for k in ("a", "b", "a", "b", "c")])
+    assert [p["hot"] for p in s2.take_panes() if p["kind"] == "TRIGGER"][-1] == \
+        [{"k": "a", "count": 2}, {"k": "b", "count": 2}]
+    s2.add_elements([{**base, "k": "a", "kind": "RETRACTION"}])
+    assert [p["hot"] for p in s2.take_panes() if p["kind"] == "TRIGGER"][-1] == [{"k": "b", "count": 2}]

@@ -101,6 +101,7 @@ def specs(draw, trigger=None, mode=None):
             "max(v) AS hi, count_distinct(v) AS d",
             "top(2, v, id) AS t2, max_rows(v, k) AS mx, min_rows(v, id, k) AS mn, bottom(3, v) AS b3",
             "collect_list(id) AS ids, sum(v) AS s",
+            "most_frequent(1, v) AS m1, most_frequent(2, k) AS m2, count(*) AS n",
         ])),
         timestamp_combiner=draw(st.sampled_from(["end_of_window", "earliest", "latest"])),
         key_columns=draw(st.sampled_from([None, "k", ["k", "k2"]])),
@@ -279,6 +280,17 @@ RANKED = "top(2, v, id) AS t2, max_rows(v, k, id) AS mx, min_rows(v, id) AS mn, 
 def test_ranked_rows_match_reference_model(spec, ops):
     """top / bottom / max_rows / min_rows (ties kept) on every window kind, trigger and mode;
     the elements' few distinct values make ties the rule."""
+    assert_same_as_reference(spec, ops)
+
+
+FREQUENT = "most_frequent(1, v) AS m1, most_frequent(2, v) AS m2, most_frequent(3, k) AS m3"
+
+
+@settings(max_examples=100, **SETTINGS)
+@given(spec=specs().map(lambda s: {**s, "aggregate": FREQUENT}), ops=operations().map(typeable))
+def test_most_frequent_matches_reference_model(spec, ops):
+    """most_frequent(n, x) (ties kept) on every window kind, trigger and mode, sessions merging;
+    few distinct values make equal counts the rule."""
     assert_same_as_reference(spec, ops)
 
 

@@ -1,6 +1,7 @@
-"""Ranked rows (``top``, ``bottom``, ``max_rows``, ``min_rows``): order, types, errors, joins.
-Their values against the reference model: ``test_properties.py::test_ranked_rows_match_reference_model``;
-over retracting input: ``test_inherit.py``."""
+"""Ranked rows (``top``, ``bottom``, ``max_rows``, ``min_rows``) and values (``most_frequent``):
+order, types, errors, joins. Their values against the reference model:
+``test_properties.py::test_ranked_rows_match_reference_model`` and
+``test_most_frequent_matches_reference_model``; over retracting input: ``test_inherit.py``."""
 
 from __future__ import annotations
 
@@ -34,6 +35,29 @@ def test_ties_are_kept_best_first_then_by_columns_nulls_first_duplicates_twice()
     (pane,) = s.take_panes()
     assert [(r["note"], r["auction"]) for r in pane["t"]] == [(None, 1), ("a", 2), ("a", 2), ("b", 3)]
     assert [(r["price"], r["auction"]) for r in pane["lo"]] == [(Decimal("1.00"), 4), (Decimal("1.00"), 5)]
+
+
+def test_most_frequent_keeps_tied_counts_most_frequent_first_then_by_value_with_the_column_type():
+    s = TestStream(window="tumbling(10 milliseconds)", timestamp_column="ts",
+                   aggregate="most_frequent(1, note) AS hot, most_frequent(3, note) AS three, most_frequent(1, price)")
+    notes = ["b", "a", "b", "a", "a", "b", "a", "b", "c", "c", "d", None, None, None, None, None]
+    s.add_elements(_bids([(1, 1, Decimal("2.50"), T0, n, 1) for n in notes]))
+    s.advance_watermark_to_infinity()
+    (pane,) = s.take_panes()
+    assert pane["hot"] == [{"note": "a", "count": 4}, {"note": "b", "count": 4}]   # nulls are no value
+    assert [r["note"] for r in pane["three"]] == ["a", "b", "c"]                  # two values beat c
+    assert pane["most_frequent(price)"] == [{"price": Decimal("2.50"), "count": 16}]
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("most_frequent(auction)", "first argument is how many ranks"),
+    ("most_frequent(1, auction, bidder)", "takes one column"),
+    ("most_frequent(1, count)", "not named 'count'"),
+])
+def test_bad_most_frequent_fails_at_parse_naming_the_item(text, fragment):
+    with pytest.raises(OptionError) as info:
+        agg.parse_aggregates(text)
+    assert fragment in str(info.value) and "most_frequent(n, x)" in str(info.value)
 
 
 def test_the_struct_carries_the_columns_types():

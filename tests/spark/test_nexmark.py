@@ -119,23 +119,29 @@ def test_q7_into_the_pane_sink_ends_with_every_window_final(spark, tmp_path):
         assert {x["price"] for x in r["top"]} == {top}
 
 
-def test_q5_hot_items_in_one_query_equal_spark_argmax_per_window(spark, tmp_path):
+@pytest.mark.parametrize("how", ["two_stages", "most_frequent"])
+def test_q5_hot_items_in_one_query_equal_spark_argmax_per_window(spark, tmp_path, how):
     """Bids per auction in sliding windows, then the auctions with the most bids per window (ties
-    kept): two windowings in one streaming query, window(df) over format("windowed")."""
+    kept), in one streaming query: two windowings (window(df) over format("windowed")), or one
+    with the ``most_frequent(1, auction)`` aggregate."""
     reader = spark.readStream.format("windowed")
-    for k, v in {**SLOW, **LATE, "nexmarkEvents": "bid", "keyColumns": "auction", "timestampColumn": "date_time",
-                 "window": "sliding(10 seconds, 2 seconds)", "aggregate": "count(*) AS bids",
-                 "stateLocation": str(tmp_path / "state1")}.items():
+    stage1 = {"keyColumns": "auction", "aggregate": "count(*) AS bids"} if how == "two_stages" else \
+        {"aggregate": "most_frequent(1, auction) AS hot"}
+    for k, v in {**SLOW, **LATE, "nexmarkEvents": "bid", "timestampColumn": "date_time", **stage1,
+                 "window": "sliding(10 seconds, 2 seconds)", "stateLocation": str(tmp_path / "state1")}.items():
         reader = reader.option(k, v)
-    hot = spark_windowing.window(reader.load(), **LATE, window="inherit", aggregate="max_rows(bids, auction) AS hot",
-                                 stateLocation=str(tmp_path / "state2"))
+    hot = reader.load()
+    if how == "two_stages":
+        hot = spark_windowing.window(hot, **LATE, window="inherit", aggregate="max_rows(bids, auction) AS hot",
+                                     stateLocation=str(tmp_path / "state2"))
     name = "q5_" + uuid.uuid4().hex[:8]
     q = (hot.writeStream.format("memory").queryName(name).option("checkpointLocation", str(tmp_path / "chk"))
          .trigger(availableNow=True).start())
     q.awaitTermination(240)
     assert not q.isActive and q.exception() is None, q.exception()
     panes = spark.table(name).toArrow()
-    got = {ws: sorted((r["auction"], r["bids"]) for r in rows) for ws, rows in _final_rows(panes, "hot").items()}
+    count = "bids" if how == "two_stages" else "count"
+    got = {ws: sorted((r["auction"], r[count]) for r in rows) for ws, rows in _final_rows(panes, "hot").items()}
     bids = _view(spark, "bid", G_SLOW)
     want: dict = {}
     for r in spark.sql(

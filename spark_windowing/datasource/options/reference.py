@@ -133,7 +133,8 @@ OPTIONS: tuple[Option, ...] = (
            "`sum(x)`, `count(*)`, `count(x)`, `avg(x)`, `min(x)`, `max(x)`, `first(x)`, `last(x)`, "
            "`collect_list(x)`, `count_distinct(x)`, `top(n, x, col, ...)`, `bottom(n, x, col, ...)`, "
            "`max_rows(x, col, ...)`, `min_rows(x, col, ...)` (the rows ranked in the n best by `x`, ties kept, "
-           "as a list of structs of `x` and the `col`s), each with optional `AS name`; or `module:Class[(arg, ...)]` "
+           "as a list of structs of `x` and the `col`s), `most_frequent(n, x)` (the values of `x` whose count ranks in "
+           "the n largest, ties kept, as a list of structs `{x, count}`), each with optional `AS name`; or `module:Class[(arg, ...)]` "
            "(custom accumulation: `output_fields`, `initial()`, `add(acc, elements)`, `merge(accs)`, "
            "`output(acc)`, optional `retract(acc, elements)`; see `spark_windowing/aggregates.py`; ready-made: "
            "`spark_windowing.accumulations:TopN(n, value, label)`)", "required unless `process`"),
