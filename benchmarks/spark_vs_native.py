@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from _procs import jvm_and_python_workers, peak_rss, reset_peak, worker_daemons
+from _session import SERIALIZERS, add_serializer_arg
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 HDFS = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -284,7 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     spark = (SparkSession.builder.master("local[2]").appName("spark-windowing-bench")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC").config("spark.driver.memory", args.driver_memory)
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.serializer", SERIALIZERS[args.serializer]).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_windowing.register(spark)
     max_files = max(1, args.files // args.batches)
@@ -295,7 +297,7 @@ def main(argv: list[str] | None = None) -> None:
     warm_up(spark, args, delay)
     print(f"events={args.events:,} keys={args.keys:,} files={args.files} maxFilesPerTrigger={max_files} "
           f"(~{args.batches} micro-batches) shards={args.shards} runs={args.runs} local[2], {os.cpu_count()} cores, "
-          f"driver {args.driver_memory}, {time.strftime('%Y-%m-%d')}", flush=True)
+          f"driver {args.driver_memory}, spark.serializer {args.serializer}, {time.strftime('%Y-%m-%d')}", flush=True)
     print_floors(spark, args, max_files, delay)
     runners = {
         "native": lambda exp, work: run_native(spark, events_dir, exp[1], max_files, delay, os.path.join(work, "n")),
@@ -376,6 +378,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-operator", action="store_true", help="skip the operator-alone timing")
     ap.add_argument("--state-memory-rows", type=int, default=0, help="ours: stateMemoryRows (spilling)")
     ap.add_argument("--driver-memory", default="6g")
+    add_serializer_arg(ap)
     ap.add_argument("--profile", default=None, help="py-spy the Python workers during run 1 of ours; raw "
                                                     "stacks go to this directory")
     return ap.parse_args(argv)

@@ -48,6 +48,10 @@ def candidates(g: np.ndarray, values: pa.Array | pa.ChunkedArray, n: int, desc: 
     if len(valid) == 0:
         return valid
     v = values.take(pa.array(valid))
+    if n == 1 and (pa.types.is_integer(v.type) or pa.types.is_floating(v.type)):
+        best = _at_best(g[valid], v, desc)
+        if best is not None:
+            return best if len(best) == 0 else valid[best[np.argsort(g[valid][best], kind="stable")]]
     order = pc.sort_indices(pa.table({"g": g[valid], "v": v}),
                             sort_keys=[("g", "ascending"), ("v", "descending" if desc else "ascending")]).to_numpy()
     sg, sv = g[valid][order], v.take(pa.array(order))
@@ -58,6 +62,19 @@ def candidates(g: np.ndarray, values: pa.Array | pa.ChunkedArray, n: int, desc: 
     nth = sv.take(pa.array(starts + np.minimum(sizes, n) - 1)).take(pa.array(gid))
     keep = np.asarray((pc.greater_equal if desc else pc.less_equal)(sv, nth).fill_null(False))
     return valid[order[keep]]
+
+
+def _at_best(g: np.ndarray, v: pa.Array | pa.ChunkedArray, desc: bool) -> np.ndarray | None:
+    """``candidates`` for ``n = 1`` without a sort: the positions whose value equals their group's
+    best (one ``ufunc.at`` pass); None for floats with NaN (NumPy and Arrow order NaN apart)."""
+    values = (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v).to_numpy(zero_copy_only=False)
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        return None
+    fill = (np.iinfo(values.dtype).min if desc else np.iinfo(values.dtype).max) if values.dtype.kind in "iu" \
+        else (-np.inf if desc else np.inf)
+    best = np.full(int(g.max()) + 1, fill, dtype=values.dtype)
+    (np.maximum if desc else np.minimum).at(best, g, values)
+    return np.flatnonzero(values == best[g])
 
 
 def row_tuples(table: pa.Table, columns: Iterable[str], idx: np.ndarray) -> list[tuple]:
