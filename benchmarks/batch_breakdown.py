@@ -2,6 +2,7 @@
 
     python benchmarks/batch_breakdown.py                    # the demo's configuration, 12 batches
     python benchmarks/batch_breakdown.py --batches 20 --events 2000
+    python benchmarks/batch_breakdown.py --query nexmark-q7-max --events 10000 --batches 40   # into tables, driver
 
 Runs ``benchmarks/batch_floor.py``'s ``ours`` query (the demo: generator, 2 shards, session
 windows with early panes, into the pane sink) once, with ``SPARK_WINDOWING_TRACE`` set
@@ -35,7 +36,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(ROOT, "benchmarks")]
 
 
-def _run(work: str, batches: int, events: int) -> list[dict]:
+#: The queries it can run: the demo's, and NEXMark's q7 maximum (``execution=driver``, one shard:
+#: the configuration of ``nexmark.py --sink table --execution driver --shards 1``).
+QUERIES = {
+    "demo": {"source": "generator", "keys": "20", "window": "session(30 seconds)", "aggregate": "count(*) AS n",
+             "trigger": "AfterWatermark(early=AfterCount(5))", "watermark": "bounded(5 seconds)",
+             "timestampColumn": "event_time", "keyColumns": "user_id"},
+    "nexmark-q7-max": {"source": "nexmark", "nexmarkEvents": "bid", "timestampColumn": "date_time",
+                       "window": "tumbling(10 seconds)", "aggregate": "max(price) AS max_price",
+                       "execution": "driver", "shards": "1"},
+}
+
+
+def _run(work: str, batches: int, events: int, query: str = "demo") -> list[dict]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -46,11 +59,10 @@ def _run(work: str, batches: int, events: int) -> list[dict]:
              .config("spark.sql.streaming.numRecentProgressUpdates", str(max(100, batches))).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark_windowing.register(spark)
-    df = (spark.readStream.format("windowed").option("source", "generator").option("eventsPerBatch", str(events))
-          .option("keys", "20").option("window", "session(30 seconds)").option("aggregate", "count(*) AS n")
-          .option("trigger", "AfterWatermark(early=AfterCount(5))").option("watermark", "bounded(5 seconds)")
-          .option("timestampColumn", "event_time").option("keyColumns", "user_id")
-          .option("stateLocation", os.path.join(work, "state")).load())
+    reader = spark.readStream.format("windowed").option("stateLocation", os.path.join(work, "state"))
+    for k, v in QUERIES[query].items():
+        reader = reader.option(k, v)
+    df = reader.option("eventsPerBatch", str(events)).load()
     q = (df.writeStream.format("windowed").option("path", os.path.join(work, "panes"))
          .option("checkpointLocation", os.path.join(work, "chk")).trigger(processingTime="0 seconds").start())
     while (q.lastProgress or {}).get("batchId", -1) < batches - 1:   # one small call, not every progress
@@ -115,11 +127,14 @@ def main() -> None:
     ap.add_argument("--keep", help="copy the trace file (JSON lines) here")
     ap.add_argument("--timeline", type=int, help="also print this batch's spans in time order")
     ap.add_argument("--events", type=int, default=200, help="events per batch (default 200, as the demo)")
+    ap.add_argument("--query", choices=sorted(QUERIES), default="demo",
+                    help="nexmark-q7-max: NEXMark q7's maximum price, execution=driver (with --events 10000: "
+                         "nexmark.py --sink table's 1 M events in 100 batches)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         trace_file = os.path.join(work, "trace.jsonl")
         os.environ["SPARK_WINDOWING_TRACE"] = trace_file
-        progress = _run(work, args.batches, args.events)
+        progress = _run(work, args.batches, args.events, args.query)
         with open(trace_file) as f:
             spans = [json.loads(line) for line in f]
         if args.keep:

@@ -96,3 +96,16 @@ def test_the_execution_option_is_checked_at_load_and_drops_the_schema_metadata(t
     # included, and Arrow carries none: in driver mode the spec is not in window_start's metadata
     assert stream_schema(base)["window_start"].metadata
     assert not stream_schema({**base, "execution": "driver"})["window_start"].metadata
+
+
+def test_the_reader_pickles_without_its_step_thread_and_batch(tmp_path):
+    """Spark pickles the reader for a replaying task's read(): the thread and the batch in memory
+    stay behind, and the copy steps batches of its own."""
+    import pickle
+    reader = _reader(DriverStreamReader, str(tmp_path / "state"), "driver")
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    copy = pickle.loads(pickle.dumps(reader))
+    assert copy._batch is None and reader._batch is not None
+    again = copy.latestOffset(start, copy.getDefaultReadLimit())
+    assert (again["seq"], again["up"]) == (end["seq"], end["up"]) and copy._batch is not None

@@ -11,10 +11,13 @@ this class extends: Spark's planner runner hands a wrapper's cached rows to the 
 
 Per micro-batch::
 
-    latestOffset(start)  the end offset (as WindowedStreamReader), then every shard's step over
-                         its events, panes kept in memory, nothing written yet
-    partitions(s, e)     Spark has logged offset e: each shard's late rows, snapshot @e and report
-                         are written (as a task's read() writes them); one partition
+    latestOffset(start)  the end offset (as WindowedStreamReader), returned at once; every shard's
+                         step over its events runs in a thread meanwhile (while Spark writes the
+                         offset to its log), panes kept in memory, nothing written yet
+    partitions(s, e)     Spark has logged offset e: the step awaited, then each shard's late rows,
+                         snapshot @e and report written (as a task's read() writes them), before
+                         Spark runs the batch's job (so before its commit log can name the batch);
+                         one partition
     getCache(s, e)       the panes, handed to the JVM
     read(partition)      only when the panes are not cached (a restart replays a logged batch):
                          a task steps every shard from the snapshot @s, as executors would
@@ -29,6 +32,7 @@ snapshot at ``s``, the events between the logged offsets and the batch time in `
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -43,13 +47,17 @@ from spark_windowing.datasource.source.shard_run import ShardRun
 
 @dataclass
 class _Stepped:
-    """A micro-batch stepped in ``latestOffset``: its offsets (as JSON, Spark's own way to compare
-    them), every shard's run (state in memory, not yet written) and the panes."""
+    """A micro-batch stepped from ``latestOffset``: its offsets (as JSON, Spark's own way to compare
+    them) and its step, running or done: every shard's run (state in memory, not yet written) and
+    the panes."""
     start: str
     end: str
-    runs: list[ShardRun]
-    panes: list[pa.RecordBatch]
+    step: Future
     written: bool = False
+
+    def result(self) -> tuple[list[ShardRun], list[pa.RecordBatch]]:
+        """The step's runs and panes, once it has finished (its error raised here)."""
+        return self.step.result()
 
 
 class DriverStreamReader(_SimpleStreamReaderWrapper):
@@ -61,6 +69,17 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         # Spark's runner asks ``simple_reader`` whether availableNow is supported, and prepares it
         super().__init__(self.inner)
         self._batch: _Stepped | None = None
+        # one thread: a step starts after the one before it has finished with the shards' stores
+        self._stepper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowed-driver-step")
+
+    def __getstate__(self) -> dict:
+        """Spark pickles the reader for the tasks' ``read`` (a replay): without the step thread
+        and the batch in memory, which live in this process only."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_stepper", "_batch")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _batch=None,
+                             _stepper=ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowed-driver-step"))
 
     def initialOffset(self) -> dict:
         return self.inner.initialOffset()
@@ -77,9 +96,9 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
             return start
         # a batch stepped for an offset Spark did not log is dropped with its in-memory state
         # (its stores were taken from the process's held ones): the next step reopens the snapshot
-        self._batch = None
-        runs, panes = self._step(start, end)
-        self._batch = _Stepped(json.dumps(start), json.dumps(end), runs, panes)
+        if self._batch is not None:
+            wait([self._batch.step])
+        self._batch = _Stepped(json.dumps(start), json.dumps(end), self._stepper.submit(self._step, start, end))
         return end
 
     def _step(self, start: dict, end: dict) -> tuple[list[ShardRun], list[pa.RecordBatch]]:
@@ -92,9 +111,9 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         return runs, panes
 
     def _write(self, batch: _Stepped) -> None:
-        for run in batch.runs:
+        for run in batch.result()[0]:
             self.inner.finish_shard(run)
-        batch.runs, batch.written = [], True
+        batch.written = True
 
     def partitions(self, start: dict, end: dict) -> list[SimpleInputPartition]:
         """Spark has logged ``end``: the stepped batch's writes happen now."""
@@ -109,7 +128,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         ``read`` (a replay after a restart)."""
         batch = self._batch
         if batch is not None and batch.written and (batch.start, batch.end) == (json.dumps(start), json.dumps(end)):
-            return iter(batch.panes)
+            return iter(batch.result()[1])
         return None
 
     def read(self, partition: SimpleInputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -124,3 +143,9 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         if self._batch is not None and self._batch.end == json.dumps(end):
             self._batch = None
         self.inner.commit(end)
+
+    def stop(self) -> None:
+        if self._batch is not None:
+            wait([self._batch.step])
+        self._stepper.shutdown()
+        self.inner.stop()
