@@ -66,8 +66,6 @@ FUNCS = ("sum", "count", "avg", "min", "max", "first", "last", "collect_list", "
 _ITEM = re.compile(r"^\s*([A-Za-z_]\w*)\s*\(\s*(\*|[A-Za-z_][\w.]*|`[^`]+`)\s*\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$")
 _RANKED = re.compile(r"^\s*(top|bottom|max_rows|min_rows|most_frequent)\s*\(([^()]*)\)\s*(?:(?i:AS)\s+([A-Za-z_]\w*|`[^`]+`))?\s*$",
                      re.IGNORECASE)
-#: Aggregates whose state is a Counter of Python values per (key, window): ranked rows and values.
-_OBJECT_RANKED = (*ranked.FUNCS, ranked.FREQUENT)
 _NAME = re.compile(r"^([A-Za-z_][\w.]*|`[^`]+`)$")
 _CUSTOM = re.compile(r"^\s*([A-Za-z_][\w.]*):([A-Za-z_]\w*)\s*(\([^()]*\))?\s*(?:(?i:AS)\s+([A-Za-z_]\w*))?\s*$")
 
@@ -258,7 +256,7 @@ class BoundAggregate:
             return {p + "v": (self.value_dtype(), None), p + "n": (np.int64, 0)}
         if f in ("first", "last"):
             return {p + "v": (self.value_dtype(), None), p + "t": (np.int64, 0), p + "n": (np.int64, 0)}
-        if f in ("collect_list", "count_distinct", "custom", "process", *_OBJECT_RANKED):
+        if f in ("collect_list", "count_distinct", "custom", "process", *ranked.PYTHON_STATE):
             return {p + "o": (object, None)}
         raise AssertionError(f)
 
@@ -267,7 +265,7 @@ class BoundAggregate:
         f = self.spec.func
         for i in range(n):
             out[i] = ([] if f == "collect_list" else set() if f == "count_distinct" else
-                      PaneBuffer() if f == "process" else Counter() if f in _OBJECT_RANKED else self.custom.initial())
+                      PaneBuffer() if f == "process" else Counter() if f in ranked.PYTHON_STATE else self.custom.initial())
         return out
 
     # ---- pre-aggregation of a batch ----
@@ -315,9 +313,9 @@ def bind_aggregates(specs: tuple[AggregateSpec, ...], schema: pa.Schema, text: s
             if s.func in ("sum", "avg") and not (_numeric(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs a numeric column, {s.column!r} is {t}")
-            if pa.types.is_decimal(t) and s.func not in _OBJECT_RANKED:   # ranked rows carry their type
+            if pa.types.is_decimal(t) and s.func not in ranked.PYTHON_STATE:   # ranked rows carry their type
                 t = pa.float64()
-            if s.func in ("min", "max", *_OBJECT_RANKED) and not (_orderable(t) or pa.types.is_null(t)):
+            if s.func in ("min", "max", *ranked.PYTHON_STATE) and not (_orderable(t) or pa.types.is_null(t)):
                 raise OptionError("aggregate", text or s.alias, AGGREGATE_FORMS,
                                   why=f"{s.func}({s.column}) needs an orderable column, {s.column!r} is {t}")
             if s.func in ranked.FUNCS:
@@ -361,7 +359,7 @@ def preaggregate(aggs: list[BoundAggregate], pairs: pa.Table, g: np.ndarray, ts:
         cols["__h"] = pa.array(hold_ts, pa.int64(), mask=hold_ts == np.iinfo(np.int64).max)
         specs += [("__h", "min"), ("__h", "max")]
     for a in aggs:
-        if a.spec.column is not None and a.spec.func not in ("first", "last", *_OBJECT_RANKED):
+        if a.spec.column is not None and a.spec.func not in ("first", "last", *ranked.PYTHON_STATE):
             name = _col_name(a.index)
             arr = _typed(pairs.column(a.spec.column))
             if a.spec.func in ("sum", "avg") and not pa.types.is_integer(arr.type):
@@ -589,13 +587,9 @@ def _custom_partials(aggs, pairs, g, rows, partials) -> None:
     if not cs:
         return
     order = np.argsort(g, kind="stable")
-    sorted_g = g[order]
-    bounds = np.searchsorted(sorted_g, rows, side="left"), np.searchsorted(sorted_g, rows, side="right")
     table = pairs.take(pa.array(order))
+    groups = _per_row(g[order], rows, lambda i, j: table.slice(i, j - i))
     for a in cs:
-        groups = np.empty(len(rows), dtype=object)
-        for i, (lo, hi) in enumerate(zip(*bounds)):
-            groups[i] = table.slice(int(lo), int(hi - lo))
         partials[a.prefix + "o"] = groups
 
 
@@ -611,11 +605,7 @@ def _ranked_partials(aggs, pairs, g, rows, partials) -> None:
                else ranked.candidates(g, values, a.spec.n, desc))
         idx = idx[np.argsort(g[idx], kind="stable")]
         tuples = ranked.row_tuples(pairs, (a.spec.column, *a.spec.carry), idx)
-        sg = g[idx]
-        lo, hi = np.searchsorted(sg, rows, side="left"), np.searchsorted(sg, rows, side="right")
-        groups = np.empty(len(rows), dtype=object)
-        groups[:] = [tuples[i:j] for i, j in zip(lo.tolist(), hi.tolist())]
-        partials[a.prefix + "o"] = groups
+        partials[a.prefix + "o"] = _per_row(g[idx], rows, lambda i, j: tuples[i:j])
 
 
 def _frequency_partials(aggs, pairs, g, rows, partials) -> None:
@@ -627,14 +617,20 @@ def _frequency_partials(aggs, pairs, g, rows, partials) -> None:
         values = _typed(pairs.column(a.spec.column))
         counted = (pa.table({"g": pa.array(g, pa.int64()), "v": values}).filter(values.is_valid())
                    .group_by(["g", "v"], use_threads=False).aggregate([([], "count_all")]))
-        order = np.argsort(counted.column("g").to_numpy(), kind="stable")
-        sg = counted.column("g").to_numpy()[order]
+        cg = counted.column("g").to_numpy()
+        order = np.argsort(cg, kind="stable")
         vals = counted.column("v").take(pa.array(order)).to_pylist()
         counts = counted.column("count_all").take(pa.array(order)).to_pylist()
-        lo, hi = np.searchsorted(sg, rows, side="left"), np.searchsorted(sg, rows, side="right")
-        groups = np.empty(len(rows), dtype=object)
-        groups[:] = [dict(zip(vals[i:j], counts[i:j])) for i, j in zip(lo.tolist(), hi.tolist())]
-        partials[a.prefix + "o"] = groups
+        partials[a.prefix + "o"] = _per_row(cg[order], rows, lambda i, j: dict(zip(vals[i:j], counts[i:j])))
+
+
+def _per_row(sorted_g: np.ndarray, rows: np.ndarray, part: Callable[[int, int], Any]) -> np.ndarray:
+    """Per state row of ``rows``, ``part(i, j)`` of its span ``[i, j)`` in ``sorted_g`` (the
+    pairs' target rows, ascending): an object array aligned with ``rows``."""
+    lo, hi = np.searchsorted(sorted_g, rows, side="left"), np.searchsorted(sorted_g, rows, side="right")
+    out = np.empty(len(rows), dtype=object)
+    out[:] = [part(i, j) for i, j in zip(lo.tolist(), hi.tolist())]
+    return out
 
 
 def _to_np(arr: pa.Array | pa.ChunkedArray, dtype) -> np.ndarray:
@@ -702,7 +698,7 @@ def merge_partials(aggs: list[BoundAggregate], cols: dict[str, np.ndarray], rows
 
 #: Aggregates that can subtract a RETRACTION row of inherited panes (``window=inherit``);
 #: a custom accumulation can when it has ``retract(acc, elements) -> acc``.
-RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list", *_OBJECT_RANKED})
+RETRACTABLE = frozenset({"sum", "avg", "count", "count_star", "collect_list", *ranked.PYTHON_STATE})
 
 
 def check_no_retractions(aggs: list[BoundAggregate], retracted: np.ndarray, text: str | None = None) -> None:

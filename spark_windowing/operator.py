@@ -143,7 +143,7 @@ class WindowedOperator:
                                           retracting_input=a.keep_all)[0]
                 new.index = a.index
                 self.aggs[i] = new
-                if a.spec.func in (*ranked.FUNCS, ranked.FREQUENT):
+                if a.spec.func in ranked.PYTHON_STATE:
                     continue  # its rows hold Python values, the nulls so far still right
                 for name, (dt, default) in new.state_columns().items():
                     self.table.reset_column(name, dt, default)

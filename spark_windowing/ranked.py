@@ -51,7 +51,7 @@ def candidates(g: np.ndarray, values: pa.Array | pa.ChunkedArray, n: int, desc: 
     if n == 1 and (pa.types.is_integer(v.type) or pa.types.is_floating(v.type)):
         best = _at_best(g[valid], v, desc)
         if best is not None:
-            return best if len(best) == 0 else valid[best[np.argsort(g[valid][best], kind="stable")]]
+            return valid[best[np.argsort(g[valid][best], kind="stable")]]
     order = pc.sort_indices(pa.table({"g": g[valid], "v": v}),
                             sort_keys=[("g", "ascending"), ("v", "descending" if desc else "ascending")]).to_numpy()
     sg, sv = g[valid][order], v.take(pa.array(order))
@@ -152,6 +152,8 @@ def output(acc: Counter, n: int, desc: bool, names: tuple[str, ...]) -> list[dic
 # ---- most_frequent(n, x): the values ranked by how many rows have them -----------------------
 
 FREQUENT = "most_frequent"
+#: The aggregates whose state per (key, window) is a Counter of Python values (their rows or values).
+PYTHON_STATE = (*FUNCS, FREQUENT)
 
 
 def frequent(acc: Counter, n: int) -> list[tuple]:

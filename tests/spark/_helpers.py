@@ -101,3 +101,38 @@ def replay_versions(stream, checkpoint: str, bundles: list[list[dict]]) -> None:
         first = 0 if start is None else start["up"] + 1
         events = [r for v in range(first, end["up"] + 1) for r in bundles[v]]
         stream.add_elements(events or empty, watermark=end["wm"], processing_time=end["bt"])
+
+
+def committed_batches(checkpoint) -> int:
+    """How many batches a streaming query's checkpoint has committed (``commits/<n>`` files)."""
+    d = os.path.join(str(checkpoint), "commits")
+    return len([n for n in os.listdir(d) if n.isdigit()]) if os.path.isdir(d) else 0
+
+
+def run_and_kill(args: list[str], checkpoint, kill_at_commits: int | None, delay: float = 0.0, stderr=None) -> int:
+    """Run ``args`` (a job that writes its streaming checkpoint at ``checkpoint``) as a process
+    group; with ``kill_at_commits``, kill -9 the whole group (the Python driver and its JVM, no
+    clean-up at all) ``delay`` seconds after the checkpoint holds that many committed batches,
+    unless it ended by then. Counting commits, not seconds from the start: the kill lands after
+    the query's first batch at any machine speed (a kill while Spark writes the query's very
+    first offset leaves a temporary file in ``offsets/`` that Spark itself refuses to restart
+    over, ``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Returns the exit code (-9: killed)."""
+    import signal
+    import subprocess
+    import time
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=stderr or subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and time.monotonic() < deadline:
+        if kill_at_commits is not None and committed_batches(checkpoint) >= kill_at_commits:
+            try:
+                return proc.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return -9
+        time.sleep(0.05)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"{args[1] if len(args) > 1 else args} did not finish in 300 s")
+    return proc.returncode

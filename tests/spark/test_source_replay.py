@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 
@@ -15,7 +13,7 @@ import pytest
 from deltalake import write_deltalake
 
 from tests.spark import _replay_job
-from tests.spark._helpers import micros, offsets, rows
+from tests.spark._helpers import micros, offsets, rows, run_and_kill
 from tests.spark.test_source import SEC, T0, _ts
 
 pytestmark = pytest.mark.spark
@@ -33,29 +31,14 @@ def _write_events(path: str, versions: int, seed: int = 11) -> None:
         write_deltalake(path, table, mode="append")
 
 
-def _run(tmp, name: str, kill_after: float | None, execution: str = "executors") -> int:
-    """Start the job; kill -9 it ``kill_after`` seconds after Spark committed its first batch,
-    unless it ended. Return exit code (its stderr: ``<name>_stderr.txt``, the last run's).
-
-    Counted from the first commit, not from the start: a kill while Spark writes the query's very
-    first offset leaves a temporary file in ``offsets/`` that Spark itself refuses to restart
-    over (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``, a native query too); the kill is meant
-    for the batches after it."""
+def _run(tmp, name: str, kill_at_commits: int | None, execution: str = "executors", delay: float = 0.0) -> int:
+    """Run the job; with ``kill_at_commits``, kill -9 it ``delay`` seconds after its checkpoint
+    holds that many committed batches. Return the exit code (its stderr: ``<name>_stderr.txt``,
+    the last run's)."""
     with open(tmp / f"{name}_stderr.txt", "w") as err:
-        proc = subprocess.Popen([sys.executable, JOB, str(tmp / "events"), str(tmp / f"{name}_state"),
-                                 str(tmp / f"{name}_chk"), str(tmp / f"{name}_out"), execution],
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-    first_commit, deadline = tmp / f"{name}_chk" / "commits" / "0", time.monotonic() + 300
-    try:
-        if kill_after is None:
-            return proc.wait(timeout=300)
-        while not first_commit.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return proc.wait(timeout=kill_after)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the python driver and its JVM, no clean-up at all
-        proc.wait()
-        return -9
+        return run_and_kill([sys.executable, JOB, str(tmp / "events"), str(tmp / f"{name}_state"),
+                             str(tmp / f"{name}_chk"), str(tmp / f"{name}_out"), execution],
+                            tmp / f"{name}_chk", kill_at_commits, delay, stderr=err)
 
 
 def _committed_files(path) -> list[str]:
@@ -97,7 +80,8 @@ def test_kill_9_and_restart_gives_the_panes_of_an_uninterrupted_run(spark, tmp_p
     rnd = random.Random(5)
     kills = 0
     for attempt in range(8):
-        code = _run(tmp_path, "crash", rnd.uniform(0.2, 1.0) if kills < 1 else None, execution)
+        # after 1-3 of the ~13 batches, within 0.3 s: mid-run whatever the machine's speed
+        code = _run(tmp_path, "crash", rnd.randint(1, 3) if kills < 1 else None, execution, rnd.uniform(0.0, 0.3))
         if code == 0:
             break
         assert code == -9, (tmp_path / "crash_stderr.txt").read_text()[-3000:]

@@ -14,10 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
-import time
 
 import pytest
 import pyarrow as pa
@@ -25,7 +22,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from tests.spark import _window_df_job
-from tests.spark._helpers import rows
+from tests.spark._helpers import rows, run_and_kill
 from tests.spark.test_source_replay import _panes
 from tests.spark.test_window_df import make_bundles, write_bundles
 
@@ -33,30 +30,12 @@ pytestmark = pytest.mark.spark
 JOB = os.path.join(os.path.dirname(__file__), "_window_df_job.py")
 
 
-def _commits(checkpoint) -> int:
-    d = os.path.join(str(checkpoint), "commits")
-    return len([n for n in os.listdir(d) if n.isdigit()]) if os.path.isdir(d) else 0
-
-
 def _run(tmp, name: str, kill_at_commits: int | None, rnd: random.Random) -> int:
     """Run the job; with ``kill_at_commits``, kill -9 it (a random moment of the next batch) once
     its checkpoint holds that many committed batches. Return the exit code (-9: killed)."""
     chk = tmp / f"{name}_chk"
-    proc = subprocess.Popen([sys.executable, JOB, str(tmp / "events"), str(chk), str(tmp / f"{name}_out"),
-                             str(tmp / f"{name}_late")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 300
-    while proc.poll() is None and time.monotonic() < deadline:
-        if kill_at_commits is not None and _commits(chk) >= kill_at_commits:
-            time.sleep(rnd.uniform(0.0, 1.5))
-            os.killpg(proc.pid, signal.SIGKILL)  # the python driver and its JVM, no clean-up at all
-            proc.wait()
-            return -9
-        time.sleep(0.1)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError("the job did not finish in 300 s")
-    return proc.returncode
+    return run_and_kill([sys.executable, JOB, str(tmp / "events"), str(chk), str(tmp / f"{name}_out"),
+                         str(tmp / f"{name}_late")], chk, kill_at_commits, rnd.uniform(0.0, 1.5))
 
 
 def _log(path) -> list[str]:

@@ -60,6 +60,12 @@ class _Stepped:
         return self.step.result()
 
 
+def _stepper() -> ThreadPoolExecutor:
+    """The thread the steps run in: one, so a step starts after the one before it has finished
+    with the shards' stores."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowed-driver-step")
+
+
 class DriverStreamReader(_SimpleStreamReaderWrapper):
     """The stream reader of ``execution=driver`` (the module docstring). Offsets, limits,
     availableNow and commits are ``WindowedStreamReader``'s; only where the step runs differs."""
@@ -69,8 +75,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         # Spark's runner asks ``simple_reader`` whether availableNow is supported, and prepares it
         super().__init__(self.inner)
         self._batch: _Stepped | None = None
-        # one thread: a step starts after the one before it has finished with the shards' stores
-        self._stepper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowed-driver-step")
+        self._stepper = _stepper()
 
     def __getstate__(self) -> dict:
         """Spark pickles the reader for the tasks' ``read`` (a replay): without the step thread
@@ -78,8 +83,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         return {k: v for k, v in self.__dict__.items() if k not in ("_stepper", "_batch")}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, _batch=None,
-                             _stepper=ThreadPoolExecutor(max_workers=1, thread_name_prefix="windowed-driver-step"))
+        self.__dict__.update(state, _batch=None, _stepper=_stepper())
 
     def initialOffset(self) -> dict:
         return self.inner.initialOffset()
