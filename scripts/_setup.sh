@@ -42,6 +42,17 @@ install_editable() {
     --config-settings-package "spark-windowing:editable_mode=compat"
 }
 
+# install_pth VENV: spark_windowing_pyspark_zip.pth into VENV's site-packages, as the wheel installs
+# it (setup.py); an editable install leaves it out. Spark's Python workers then import pyspark
+# from its compiled files, not from the zip copy Spark puts first on their path (why and the
+# figures: spark_windowing_pyspark_zip.py). Run on every set-up: a copy of 86 bytes.
+install_pth() {
+  local purelib
+  purelib="$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  cmp -s "$ROOT/spark_windowing_pyspark_zip.pth" "$purelib/spark_windowing_pyspark_zip.pth" \
+    || cp "$ROOT/spark_windowing_pyspark_zip.pth" "$purelib/"
+}
+
 # Azurite (npm, pinned, in the project's cache): the Azure Blob Storage emulator of the claim tests
 # (tests/cloud_emulators.py finds it through SPARK_WINDOWING_AZURITE). Installed in the background
 # while the virtualenv fills, into a temporary directory renamed into place when complete.
@@ -67,12 +78,13 @@ if [ ! -f "$STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$STAMP" ]; then
   install_editable "$VENV" test,plot
   touch "$STAMP"
 fi
+install_pth "$VENV"
 # Bytecode, compiled here once: uv installs without it unless asked (--compile-bytecode above), and
 # where Python may not write it (PYTHONDONTWRITEBYTECODE, set on some machines) every Python process
 # Spark starts would compile pyspark, pandas and the plugin from source again: 2.2 s instead of
 # 0.75 s to import pyspark, pyarrow, pandas and deltalake, per worker (2026-11-27). The checkout's
 # own package is compiled on every run (only what changed).
-"$VENV/bin/python" -m compileall -q "$ROOT/spark_windowing" "$ROOT/pyspark_windowed.py" > /dev/null
+"$VENV/bin/python" -m compileall -q "$ROOT/spark_windowing" "$ROOT/pyspark_windowed.py" "$ROOT/spark_windowing_pyspark_zip.py" > /dev/null
 
 # A wheelhouse of the project's runtime dependencies (and its build backend), so that
 # tests/spark/test_wheel.py can build the wheel and install it into a bare virtualenv without

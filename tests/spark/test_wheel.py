@@ -64,6 +64,15 @@ def test_the_wheel_runs_the_readme_example_in_a_bare_virtualenv(tmp_path):
     imported = _run([python, "-c", "import spark_windowing, pyspark_windowed; print(spark_windowing.__file__)"],
                     cwd=work, env=env).stdout
     assert str(env_dir) in imported and str(ROOT) not in imported   # the wheel's copy, not the checkout's
+    # The wheel's .pth (spark_windowing_pyspark_zip): a process started as Spark starts its Python
+    # workers, pyspark's zip first on PYTHONPATH, imports the installed pyspark.
+    installed = _run([python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                     cwd=work, env=env).stdout.strip()
+    zips = os.pathsep.join(str(z) for z in sorted((Path(installed) / "python" / "lib").glob("*.zip")))
+    assert "pyspark.zip" in zips
+    worker = _run([python, "-c", "import pyspark, py4j; print(pyspark.__file__, py4j.__file__)"],
+                  cwd=work, env={**env, "PYTHONPATH": zips}).stdout
+    assert ".zip" not in worker and worker.startswith(installed), worker
     assert "micro-batches: 4" in done.stdout                            # what the example prints
     assert "too_late" in done.stdout and "malformed" in done.stdout    # its late table, by reason
     assert "Warning" not in done.stderr, done.stderr[-2000:]          # quiet: no dependency warnings
