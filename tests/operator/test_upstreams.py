@@ -139,3 +139,35 @@ def test_a_paced_nexmark_stream_offers_the_positions_due_by_the_wall_clock(tmp_p
     assert 600 <= end["up"] <= (time.monotonic() - before) * 2000
     time.sleep(0.6)
     assert reader.latestOffset(start, limit)["up"] == 1500   # 1,800 or more due: capped at eventsPerBatch
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "json"])
+def test_the_schema_is_the_first_readable_files(tmp_path, fmt):
+    """No ``schema`` option: the first file that can be read gives the columns (a Parquet file's
+    from its footer, with its metadata), an empty or broken one before it is passed over, and
+    no readable file is an error naming the ``schema`` option."""
+    import pyarrow.parquet as pq
+
+    from spark_windowing.errors import OptionError
+    events = tmp_path / "events"
+    events.mkdir()
+    options = {"source": fmt, "path": str(events), "timestampColumn": "ts", "keyColumns": "k",
+               "window": "tumbling(5 seconds)", "aggregate": "count(*) AS n",
+               "stateLocation": str(tmp_path / "state")}
+    up = upstream_for(parse_options(options))
+    with pytest.raises(OptionError) as e:
+        up.row_schema()
+    assert e.value.option == "schema"
+    (events / f"a-empty.{fmt}").write_bytes(b"")
+    (events / f"b-broken.{fmt}").write_bytes(b"PAR1 not a file" if fmt == "parquet" else b"")
+    table = pa.table({"k": pa.array([1], pa.int64()), "ts": pa.array([T0], pa.timestamp("us", "UTC")),
+                      "v": pa.array(["x"])}).replace_schema_metadata({"origin": "test"})
+    if fmt == "parquet":
+        pq.write_table(table, events / "c.parquet")
+        expected = pq.read_table(events / "c.parquet").schema
+    else:
+        (events / "c.json").write_text('{"k": 1, "ts": "2026-01-01T00:00:00", "v": "x"}\n')
+        expected = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("s")), ("v", pa.string())])
+    found = up.row_schema()
+    assert found.equals(expected, check_metadata=True), found
+    assert fmt != "parquet" or found.metadata[b"origin"] == b"test"
