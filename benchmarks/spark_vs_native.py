@@ -399,8 +399,8 @@ def warm_up(spark, args: argparse.Namespace, delay: str) -> None:
 
 def print_floors(spark, args: argparse.Namespace, max_files: int, delay: str) -> None:
     """The same queries over files of one event each (same files and batches): what Spark's
-    micro-batch machinery costs each engine whatever the data; and a Python source that reads
-    nothing."""
+    micro-batch machinery costs each engine whatever the data; a Python source that reads
+    nothing; and Spark's own file source reading the events into ``noop`` with no operator."""
     floor_dir = os.path.join(args.dir, f"floor-{args.files}")
     generate(floor_dir, args.files, 1, args.files, 0)
     work = tempfile.mkdtemp(prefix="bench-floor-")
@@ -409,10 +409,22 @@ def print_floors(spark, args: argparse.Namespace, max_files: int, delay: str) ->
                           os.path.join(work, "s"), args.shards, {"execution": args.execution})
     run_nothing(spark, args.batches, args.shards, os.path.join(work, "w"))  # warm-up
     floor_nothing = run_nothing(spark, args.batches, args.shards, os.path.join(work, "x"))
+    events_dir = os.path.join(args.dir, f"events-{args.events}-{args.keys}-{args.files}")
+    floor_files = run_files_to_noop(spark, events_dir, max_files, os.path.join(work, "f"))
     shutil.rmtree(work, ignore_errors=True)
     print(f"floor (1 event per file, same batches): spark native {floor_native:.2f} s, "
           f"spark-windowing {floor_ours:.2f} s; a Python source reading nothing, {args.batches} "
-          f"batches: {floor_nothing:.2f} s", flush=True)
+          f"batches: {floor_nothing:.2f} s; Spark's file source reading the events into noop, no "
+          f"windowing: {floor_files:.2f} s", flush=True)
+
+
+def run_files_to_noop(spark, directory: str, max_files: int, chk: str) -> float:
+    """Spark's own Parquet file source over the same files and micro-batches into ``noop``, no
+    operator at all: the JVM's floor for these batches (offset and commit logs, a job a batch)."""
+    q = (spark.readStream.schema("k long, ts timestamp, v double").option("maxFilesPerTrigger", max_files)
+         .parquet(directory).writeStream.format("noop").option("checkpointLocation", chk)
+         .trigger(availableNow=True).start())
+    return timed(q)
 
 
 def print_summary(name: str, times: dict[str, list[float]], operator: tuple[float, int] | None,
