@@ -47,14 +47,14 @@ def candidates(g: np.ndarray, values: pa.Array | pa.ChunkedArray, n: int, desc: 
     valid = np.flatnonzero(np.asarray(values.is_valid()))
     if len(valid) == 0:
         return valid
-    v = values.take(pa.array(valid))
+    v, gv = values.take(pa.array(valid)), g[valid]
     if n == 1 and (pa.types.is_integer(v.type) or pa.types.is_floating(v.type)):
-        best = _at_best(g[valid], v, desc)
+        best = _at_best(gv, v, desc)
         if best is not None:
-            return valid[best[np.argsort(g[valid][best], kind="stable")]]
-    order = pc.sort_indices(pa.table({"g": g[valid], "v": v}),
+            return valid[best[np.argsort(gv[best], kind="stable")]]
+    order = pc.sort_indices(pa.table({"g": gv, "v": v}),
                             sort_keys=[("g", "ascending"), ("v", "descending" if desc else "ascending")]).to_numpy()
-    sg, sv = g[valid][order], v.take(pa.array(order))
+    sg, sv = gv[order], v.take(pa.array(order))
     new = np.r_[True, sg[1:] != sg[:-1]]
     starts = np.flatnonzero(new)
     gid = np.cumsum(new) - 1
