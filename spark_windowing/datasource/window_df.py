@@ -94,15 +94,13 @@ from spark_windowing.datasource.options.config import SourceConfig
 from spark_windowing.datasource.options.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import int_option
-from spark_windowing.datasource.source import shard_reports, shard_state, sharding
-from spark_windowing.datasource.source.affinity import keep_open
+from spark_windowing.datasource.source import pipeline, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
-from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
+from spark_windowing.datasource.tables.late import create_late_table
 from spark_windowing.errors import OptionError, SnapshotError, WindowingError
 from spark_windowing.operator import WindowedOperator
-from spark_windowing.segments import collect_garbage
 from spark_windowing.spec import OperatorSpec
 from spark_windowing.watermark import parse_watermark
 
@@ -128,8 +126,6 @@ _DELAY_KEY = "spark.watermarkDelayMs"
 #: The task-local properties Spark's micro-batch execution sets (``MicroBatchExecution.BATCH_ID_KEY``,
 #: ``StreamExecution.QUERY_ID_KEY``).
 _BATCH_ID, _QUERY_ID = "streaming.sql.batchId", "sql.streaming.queryId"
-#: Every this many batches a shard drops its older snapshots (and shard 0 older reports).
-GC_EVERY = 10
 #: (state location, spec fingerprint, shards) this worker has checked against the location's record.
 _CHECKED: set[tuple[str, str, int]] = set()
 
@@ -334,46 +330,48 @@ class _ShardStep:
                         "spec": json.loads(json.dumps(spec.describe(), default=str))}
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Shard i's micro-batch, by the steps every route runs (``source.pipeline``): the state
+        after batch b is snapshot b + 1; the watermark is the largest over the shards' reports of
+        batch b − 1."""
         from pyspark import TaskContext
         ctx = TaskContext.get()
-        shard, batch_id = ctx.partitionId(), int(ctx.getLocalProperty(_BATCH_ID))
-        root = self.state or f"{self.state_base}/{ctx.getLocalProperty(_QUERY_ID)}"
+        return self.run(batches, shard=ctx.partitionId(), batch_id=int(ctx.getLocalProperty(_BATCH_ID)),
+                        query_id=ctx.getLocalProperty(_QUERY_ID))
+
+    def run(self, batches: Iterator[pa.RecordBatch], *, shard: int, batch_id: int,
+            query_id: str) -> Iterator[pa.RecordBatch]:
+        """Shard ``shard``'s step of Spark's micro-batch ``batch_id`` over ``batches`` (the rows
+        Spark's shuffle gave its partition, with the internal columns)."""
+        root = self.state or f"{self.state_base}/{query_id}"
         self._check_recorded(root)
         got = [b for b in batches if b.num_rows]
         table = pa.Table.from_batches(got) if got else None
-        wm_times = table.column(WM_COLUMN) if table is not None else None
         bt = int(table.column(BT_COLUMN)[0].as_py()) if table is not None else time.time_ns() // 1000
+        batch_max = pc.max(table.column(WM_COLUMN)).as_py() if table is not None else None
         events = self._events(table) if table is not None else None
         reports = shard_reports.read_driver_reports(root, batch_id, self.shards) if batch_id > 0 else \
             _no_later_state(root)
         seen = largest([r.get("max_event_us") for r in reports])
-        store = self._open(root, shard, batch_id)
+        cfg = self._config(root)
+        run = pipeline.open_shard(cfg, shard, batch_id, batch_id + 1, self.in_schema)
+        run.report["max_event_us"] = largest([seen, batch_max])   # the next batch's watermark
         key_hash = sharding.key_hash(events, self.spec.key_columns) if events is not None \
             and self.spec.key_columns else None
-        late, counts = [], {"events_in": 0 if events is None else events.num_rows, "malformed": 0}
-        batch_max = pc.max(wm_times).as_py() if wm_times is not None else None
-        steps = [(events, seen, key_hash)]
+        yield from pipeline.step_shard(run, events, watermark=seen, processing_time=bt, batch_seq=batch_id + 1,
+                                       key_hash=key_hash)
         if batch_max is not None and batch_max >= GLOBAL_END and (seen is None or seen < GLOBAL_END):
-            steps.append((None, GLOBAL_END, None))   # the upstream's input ended (module docstring)
-        for step_events, watermark, hashes in steps:
-            for part in store.step_parts(step_events, watermark=watermark, processing_time=bt,
-                                         batch_seq=batch_id + 1, key_hash=hashes):
-                counts["malformed"] += int(part.metrics.get("malformed", 0))
-                if part.late.num_rows:
-                    late.append(part.late)
-                if part.panes.num_rows:
-                    yield from part.panes.to_batches()
-        if counts["malformed"] and self.malformed == "fail":
-            raise WindowingError(f"malformedEvents=fail: {counts['malformed']} row(s) of key shard {shard} have no "
+            # the upstream's input ended (module docstring): every window fires, in this batch
+            yield from pipeline.step_shard(run, None, watermark=GLOBAL_END, processing_time=bt,
+                                           batch_seq=batch_id + 1)
+        malformed = int(run.metrics.get("malformed", 0))
+        if malformed and self.malformed == "fail":
+            raise WindowingError(f"malformedEvents=fail: {malformed} row(s) of key shard {shard} have no "
                                  f"readable event time in column {self.spec.timestamp_column!r}")
-        if late and self.late_path:
-            append_late_rows(self.late_path, f"{self.writer}:shard-{shard}", batch_id + 1, pa.concat_tables(late))
-        store.persist(batch_id + 1)
-        store.evict()
-        keep_open(root, shard, store)
-        shard_reports.write_report(root, batch_id + 1, shard, {"max_event_us": largest([seen, batch_max]), **counts})
-        if batch_id % GC_EVERY == 0 and batch_id > 0:
-            self._collect_garbage(root, shard, batch_id)
+        pipeline.finish_shard(run, cfg, late_writer=self.writer)
+        if batch_id % pipeline.GC_EVERY == 0 and batch_id > 0:
+            pipeline.collect_shard_garbage(root, shard, batch_id)
+            if shard == 0:
+                shard_reports.drop_batches_before(layout.reports_dir(root), batch_id - 20)
 
     def _events(self, table: pa.Table) -> pa.Table:
         """The batch's rows as the operator's input: internal columns dropped, Spark's Arrow types
@@ -382,11 +380,12 @@ class _ShardStep:
                    else table.column(f.name) for f in self.in_schema]
         return pa.Table.from_arrays(columns, schema=self.in_schema)
 
-    def _open(self, root: str, shard: int, batch_id: int):
-        """Shard ``shard``'s state as of the start of batch ``batch_id`` (snapshot ``batch_id``)."""
-        cfg = SourceConfig(source="dataframe", path=None, spec=self.spec, watermark=None, state_location=root,
-                           shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows)
-        return shard_state.open_store(cfg, shard, batch_id, self.in_schema)[0]
+    def _config(self, root: str) -> SourceConfig:
+        """The settings the shard pipeline reads: the spec, the state location and its layout, the
+        late table."""
+        return SourceConfig(source="dataframe", path=None, spec=self.spec, watermark=None, state_location=root,
+                            shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows,
+                            late_data_path=self.late_path)
 
     def _check_recorded(self, root: str) -> None:
         """The state location records the shard count and spec its state was written with; a query
@@ -405,12 +404,6 @@ class _ShardStep:
                 raise SnapshotError(f"{marker} is not window(df)'s: is stateLocation {root} another query's?")
             _refuse_changes(recorded, self._record, root)
         _CHECKED.add(checked)
-
-    def _collect_garbage(self, root: str, shard: int, batch_id: int) -> None:
-        """Snapshots older than this batch's start, and (shard 0) reports 20 batches old."""
-        collect_garbage(storage, layout.store_root(root, shard), batch_id)
-        if shard == 0:
-            shard_reports.drop_batches_before(layout.reports_dir(root), batch_id - 20)
 
 
 def _no_later_state(root: str) -> list:

@@ -281,3 +281,44 @@ def test_module_paths_of_earlier_releases_still_import():
     assert run.returncode == 0 and "spark_windowing.tools.jvm_archive" in run.stdout
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         getattr(importlib.import_module("spark_windowing.datasource.tables"), "nothing")
+
+
+#: The steps of a shard's micro-batch (``spark_windowing.datasource.source.pipeline``): the calls
+#: that only the pipeline makes in the plugin, so that no route re-implements a step.
+PIPELINE = f"{PLUGIN}.source.pipeline"
+STEP_CALLS = {"open_store", "step_parts", "step", "persist", "after_snapshot", "keep_open", "append_late_rows",
+              "write_report", "collect_garbage"}
+#: Each route and the pipeline steps it must call (the driver route runs the reader's sequence).
+ROUTES = {f"{PLUGIN}.source.reader": {"open_shard", "step_shard", "finish_shard", "collect_shard_garbage"},
+          f"{PLUGIN}.window_df": {"open_shard", "step_shard", "finish_shard", "collect_shard_garbage"},
+          f"{PLUGIN}.source.driver": {"start_shard", "step_shard", "finish_shard"}}
+
+
+def _called_names(path: Path) -> set[str]:
+    """The names called in a module (``f(...)`` and ``x.f(...)``)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            out.add(f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else "")
+    return out
+
+
+def _step_reimplementations(modules: dict[str, Path]) -> list[str]:
+    """Plugin modules other than the pipeline that call one of a shard's step primitives."""
+    return sorted(f"{m} calls {name}" for m, path in modules.items()
+                  if m.startswith(PLUGIN + ".") and m != PIPELINE
+                  for name in sorted(_called_names(path) & STEP_CALLS))
+
+
+def test_only_the_shard_pipeline_runs_a_shards_steps():
+    assert _step_reimplementations(MODULES) == []
+    for route, steps in ROUTES.items():
+        assert steps <= _called_names(MODULES[route]), f"{route} does not run the pipeline's steps"
+
+
+def test_the_step_checker_sees_a_route_that_steps_the_store_itself(tmp_path):
+    route = tmp_path / "window_df.py"
+    route.write_text("def run(store, events):\n    out = store.step_parts(events)\n    store.persist(3)\n")
+    assert _step_reimplementations({f"{PLUGIN}.window_df": route}) == [
+        f"{PLUGIN}.window_df calls persist", f"{PLUGIN}.window_df calls step_parts"]

@@ -12,7 +12,8 @@ import json
 import os
 
 from spark_windowing.datasource.storage import layout
-from spark_windowing.datasource.source.reader import GC_EVERY, WindowedStreamReader, stream_schema
+from spark_windowing.datasource.source.pipeline import GC_EVERY
+from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 
 
 def _options(state: str, shards: int) -> dict[str, str]:

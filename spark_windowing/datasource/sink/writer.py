@@ -116,11 +116,11 @@ from spark_windowing.datasource.sink import lease
 from spark_windowing.datasource.sink.commit import BatchCommit, timed
 from spark_windowing.datasource.sink.config import APP_ID_PREFIX, PaneFilesMessage, SinkOptions, iso_us
 from spark_windowing.datasource.sink.task import TaskWriter, discard
-from spark_windowing.datasource import storage, trace
+from spark_windowing.datasource import contract, storage, trace
 from spark_windowing.datasource.tables.delta import CURRENT, TABLES
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
-from spark_windowing.datasource.storage.layout import sink_spec_uri, spec_marker
+from spark_windowing.datasource.storage.layout import sink_spec_uri
 from spark_windowing.datasource.tables.maintenance import maintain
 from spark_windowing.datasource.sink.metrics import write_batch_metrics
 from spark_windowing.errors import OptionError
@@ -329,36 +329,24 @@ def _checkpoint_query_id(checkpoint: str | None) -> str | None:
 
 
 
-#: checkpoint -> the windowing spec its query's windowed source recorded (``_produced_from_checkpoint``)
-_PRODUCED_BY_CHECKPOINT: dict[str, dict] = {}
+#: (checkpoint, query id) -> the producing options its windowed source recorded
+#: (``contract.produced_from_checkpoint``): the query id tells a re-created checkpoint at the same path.
+_PRODUCED_BY_CHECKPOINT: dict[tuple[str, str | None], dict] = {}
 
 
 def _produced_from_checkpoint(checkpoint: str | None) -> dict | None:
-    """The windowing spec of panes whose schema does not carry it. Spark's in-memory hand-over of
-    ``execution=driver`` panes refuses column metadata, so there the sink looks it up: the query's
-    latest logged offset (``<checkpoint>/offsets/<batch>``) of its one windowed source names the
-    state location, whose ``spec.json`` records the options. None: no ``checkpointLocation``
-    option, no batch logged yet (the writer created before batch 0; each commit's writer asks
-    again), or not exactly one windowed source."""
+    """The windowing spec of panes whose schema does not carry it (``execution=driver``: the
+    source ↔ sink contract, ``spark_windowing.datasource.contract``). Each commit's writer asks
+    again until a batch is logged."""
     if not checkpoint:
         return None
-    if checkpoint in _PRODUCED_BY_CHECKPOINT:
-        return _PRODUCED_BY_CHECKPOINT[checkpoint]
-    try:
-        offsets = checkpoint.rstrip("/") + "/offsets"
-        batches = [int(i.base_name) for i in storage.list_dir(offsets) if i.base_name.isdigit()]
-        raw = storage.read_bytes(f"{offsets}/{max(batches)}", missing_ok=True) if batches else None
-        lines = raw.decode().splitlines()[2:] if raw else []   # version, batch metadata, one line per source
-        states = {json.loads(x).get("state") for x in lines if x.startswith("{") and '"windowed"' in x}
-        if len(states) != 1 or None in states:
+    key = (checkpoint, _checkpoint_query_id(checkpoint))
+    if key not in _PRODUCED_BY_CHECKPOINT:
+        produced = contract.produced_from_checkpoint(checkpoint)
+        if not produced:
             return None
-        recorded = storage.read_bytes(spec_marker(states.pop()), missing_ok=True)
-        produced = json.loads(recorded).get("options") if recorded else None
-    except Exception:   # a checkpoint URI pyarrow cannot open (e.g. s3a://): unknown, as without metadata
-        return None
-    if produced:
-        _PRODUCED_BY_CHECKPOINT[checkpoint] = produced
-    return produced or None
+        _PRODUCED_BY_CHECKPOINT[key] = produced
+    return _PRODUCED_BY_CHECKPOINT[key]
 
 
 #: (root, pane schema fingerprint, currentBucket option) whose tables this process has created or

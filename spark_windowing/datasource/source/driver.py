@@ -41,8 +41,7 @@ from pyspark.sql.datasource_internal import SimpleInputPartition, _SimpleStreamR
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource.source.reader import WindowedStreamReader
-from spark_windowing.datasource.source.shard_run import ShardRun
+from spark_windowing.datasource.source.reader import UpstreamShard, WindowedStreamReader
 
 
 @dataclass
@@ -55,7 +54,7 @@ class _Stepped:
     step: Future
     written: bool = False
 
-    def result(self) -> tuple[list[ShardRun], list[pa.RecordBatch]]:
+    def result(self) -> tuple[list[UpstreamShard], list[pa.RecordBatch]]:
         """The step's runs and panes, once it has finished (its error raised here)."""
         return self.step.result()
 
@@ -105,7 +104,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         self._batch = _Stepped(json.dumps(start), json.dumps(end), self._stepper.submit(self._step, start, end))
         return end
 
-    def _step(self, start: dict, end: dict) -> tuple[list[ShardRun], list[pa.RecordBatch]]:
+    def _step(self, start: dict, end: dict) -> tuple[list[UpstreamShard], list[pa.RecordBatch]]:
         runs, panes = [], []
         for partition in self.inner.shard_partitions(start, end, spare_slots=False):
             run = self.inner.start_shard(partition, claim=False)

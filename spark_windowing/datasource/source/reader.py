@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -39,16 +40,16 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
                                               SupportsTriggerAvailableNow)
 from pyspark.sql.types import StructField, StructType
 
-from spark_windowing.datasource.storage import layout, local_copies
-from spark_windowing.datasource.source import rescale, shard_reports, shard_state, sharding
+from spark_windowing.datasource.storage import layout
+from spark_windowing.datasource.source import pipeline, rescale, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
-from spark_windowing.datasource.source.shard_run import ShardRun, batch_maxima, ms, shard_report
+from spark_windowing.datasource.source.maxima import Maxima, batch_maxima
 from spark_windowing.datasource import storage, trace
+from spark_windowing.datasource.contract import source_offset, state_record
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                       recorded_options)
-from spark_windowing.datasource.source.affinity import keep_open, shard_to_run, slots
-from spark_windowing.datasource.tables.late import append_late_rows, create_late_table
-from spark_windowing.datasource._memory import release_arrow_memory
+from spark_windowing.datasource.source.affinity import shard_to_run, slots
+from spark_windowing.datasource.tables.late import create_late_table
 from spark_windowing.datasource.tables.maintenance import maintain, upkeep_due
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
@@ -60,11 +61,18 @@ from spark_windowing.errors import OptionError
 from spark_windowing.operator import WindowedOperator
 from spark_windowing.panes import CORRUPT_RECORD, TIMESTAMP
 from spark_windowing.process import load_process
-from spark_windowing.segments import collect_garbage
 
-#: Garbage (older snapshots, reports) is collected every this many batches: one listing per shard
-#: per ``GC_EVERY`` batches instead of every batch.
-GC_EVERY = 10
+
+
+@dataclass
+class UpstreamShard:
+    """A shard's micro-batch on ``format("windowed")``'s routes: the pipeline's run, and the
+    shard's events from the upstream until its step."""
+    run: pipeline.ShardRun
+    end: dict
+    events: pa.Table | None
+    key_hash: np.ndarray | None
+    maxima: Maxima
 
 
 def input_schema(cfg: SourceConfig) -> pa.Schema:
@@ -103,10 +111,6 @@ class ShardPartition(InputPartition):
         self.shard, self.start, self.end, self.planned = shard, start, end, planned
 
 
-def store_root(cfg: SourceConfig, shard: int) -> str:
-    return layout.store_root(cfg.state_location, shard)
-
-
 class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """The stream reader; picklable (options and the upstreams over them), clients created
     inside ``read()``. It talks to its upstreams only through ``Upstream``."""
@@ -125,9 +129,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ offsets (driver)
     def initialOffset(self) -> dict:
         self._check_state_location()
-        offset = {"windowed": 1, "seq": 0, "state": self.cfg.state_location, "shards": self.cfg.shards,
-                  "up": self.up.initial_position(), "bt": 0, "wm": MIN_TIME,
-                  "max_event": None, "max_col": None, "last_input": None}
+        offset = source_offset(seq=0, state=self.cfg.state_location, shards=self.cfg.shards,
+                               up=self.up.initial_position(), bt=0, wm=MIN_TIME)
         offset.update(self.up.initial_offset_fields())  # e.g. Kafka's per-partition watermark state
         if self.up2 is not None:  # join: stream 2's position, per-stream watermarks
             offset.update({"up2": self.up2.initial_position(), "wm1": MIN_TIME, "wm2": MIN_TIME,
@@ -191,9 +194,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             wm = GLOBAL_END   # endOfInput=fire: the input is read to its end; every window fires and closes
             if cfg.stream2 is not None:
                 extra.update({"wm1": GLOBAL_END, "wm2": GLOBAL_END})
-        return {"windowed": 1, "seq": start["seq"] + 1, "state": cfg.state_location, "shards": cfg.shards, "up": up,
-                "bt": now, "wm": wm, "max_event": max_event, "max_col": max_col, "last_input": last_input,
-                **extra}
+        return source_offset(seq=start["seq"] + 1, state=cfg.state_location, shards=cfg.shards, up=up, bt=now, wm=wm,
+                             max_event=max_event, max_col=max_col, last_input=last_input, **extra)
 
     def _input_ends(self, wm: int) -> bool:
         """``endOfInput=fire`` under availableNow, once everything up to the run's target is read
@@ -248,11 +250,11 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         late = self.cfg.late_data_path
         if late and upkeep_due(seq, self.cfg.late_maintenance) and _is_delta_table(late):
             maintain(late, seq, self.cfg.late_maintenance)
-        if seq % GC_EVERY:
+        if seq % pipeline.GC_EVERY:
             return
         shards = self._shards(end)
         for shard in range(shards):
-            collect_garbage(storage, store_root(self.cfg, shard), seq)
+            pipeline.collect_shard_garbage(self.cfg.state_location, shard, seq)
         for info in storage.list_dir(f"{self.cfg.state_location}/{layout.SHARDS_DIR}"):  # left by a rescale down
             if info.base_name.isdigit() and int(info.base_name) >= shards:
                 storage.delete(_uri_like(self.cfg.state_location, info.path), recursive=True)
@@ -270,10 +272,9 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         existing = storage.read_bytes(marker, missing_ok=True)
         if existing is None:
             self._recorded_shards = cfg.shards
-            spec = json.dumps({"fingerprint": cfg.spec.fingerprint(), "shards": cfg.shards,
-                               "stateBuckets": cfg.state_buckets, "spec": cfg.spec.describe(),
-                               "options": recorded_options(cfg)}, sort_keys=True, default=str)
-            storage.write_atomic(marker, spec.encode())
+            spec = state_record(fingerprint=cfg.spec.fingerprint(), shards=cfg.shards, buckets=cfg.state_buckets,
+                                spec=cfg.spec.describe(), options=recorded_options(cfg))
+            storage.write_atomic(marker, spec)
         else:
             recorded = json.loads(existing)
             check_state_spec(cfg, recorded, self.up.disjoint_shards)
@@ -290,11 +291,10 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from self.step_shard(run)
         self.finish_shard(run)
 
-    def start_shard(self, partition: ShardPartition, *, claim: bool) -> ShardRun | None:
+    def start_shard(self, partition: ShardPartition, *, claim: bool) -> UpstreamShard | None:
         """A shard's micro-batch up to its step: the shard (``claim``: the one this worker can get
         most cheaply, ``affinity``; None when every shard is taken), its state at the start
-        offset, its events and their maxima."""
-        t0, t0_wall = time.perf_counter(), time.time()
+        offset (``pipeline.open_shard``), its events and their maxima."""
         cfg, start, end = self.cfg, partition.start, partition.end
         old, shards = int(start["shards"]), int(end["shards"])
         shard = partition.shard
@@ -304,49 +304,28 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if shard is None:
                 return None
         partition = ShardPartition(shard, start, end, partition.planned)
-        store, how = shard_state.open_store(cfg, shard, int(start["seq"]), input_schema(cfg), old_shards=old,
-                                            shards=shards)
+        run = pipeline.open_shard(cfg, shard, int(start["seq"]), int(end["seq"]), input_schema(cfg),
+                                  old_shards=old, shards=shards)
         events, key_hash = self._events(partition)
-        maxima = batch_maxima(cfg, store.op, events, int(end["bt"]))
-        upstream_report = self.up.report_fields(events, maxima.watermark_times, partition.planned, shard)  # before the step
-        return ShardRun(shard=shard, end=end, store=store, how=how, events=events, key_hash=key_hash, maxima=maxima,
-                        upstream_report=upstream_report, t0=t0, t0_wall=t0_wall, t_read=time.perf_counter())
+        maxima = batch_maxima(cfg, run.store.op, events, int(end["bt"]))
+        run.report.update(maxima.report_fields())
+        run.report.update(self.up.report_fields(events, maxima.watermark_times, partition.planned, shard))  # before the step
+        run.t_read = time.perf_counter()
+        return UpstreamShard(run=run, end=end, events=events, key_hash=key_hash, maxima=maxima)
 
-    def step_shard(self, run: ShardRun) -> Iterator[pa.RecordBatch]:
-        """The shard's step over its events: yields the panes; keeps the late rows and counts in
-        ``run``. Nothing is written: the state after the step is in memory until ``finish_shard``."""
-        end, events = run.end, run.events
-        # parts: when the buckets a batch needs exceed stateMemoryRows, it runs a memory-full at a time
-        for part in run.store.step_parts(events if events.num_rows else None, watermark=int(end["wm"]),
-                                         processing_time=int(end["bt"]), batch_seq=int(end["seq"]),
-                                         key_hash=run.key_hash, event_times=run.maxima.event_times):
-            for k, v in part.metrics.items():
-                run.metrics[k] = run.metrics.get(k, 0) + v if k != "state_rows" else v
-            if part.late.num_rows:
-                run.late.append(part.late)
-            if part.panes.num_rows:
-                yield from part.panes.to_batches()
-        run.events_in, run.events, run.key_hash = events.num_rows, None, None
-        run.t_step = time.perf_counter()
+    def step_shard(self, shard: UpstreamShard) -> Iterator[pa.RecordBatch]:
+        """The shard's step over its events (``pipeline.step_shard``): yields the panes. Nothing is
+        written: the state after the step is in memory until ``finish_shard``."""
+        end, events = shard.end, shard.events
+        shard.events = None
+        yield from pipeline.step_shard(shard.run, events, watermark=int(end["wm"]), processing_time=int(end["bt"]),
+                                       batch_seq=int(end["seq"]), key_hash=shard.key_hash,
+                                       event_times=shard.maxima.event_times)
+        shard.key_hash = shard.maxima.event_times = None
 
-    def finish_shard(self, run: ShardRun) -> None:
-        """What the shard's step decided, written: its late rows (exactly once per shard and
-        batch), its state snapshot at the end offset (atomic), its report for the driver."""
-        cfg, store, seq = self.cfg, run.store, int(run.end["seq"])
-        t_late = time.perf_counter()
-        if cfg.late_data_path and run.late:  # one exactly-once append per (shard, batch)
-            write_late_rows(cfg, run.shard, seq, pa.concat_tables(run.late))
-        written = store.persist(seq)
-        local_copies.after_snapshot(store.io, seq, store.files.snapshot_files())
-        store.evict()
-        keep_open(cfg.state_location, run.shard, store)
-        report = shard_report(store, run.events_in, run.metrics, written, run.t0, run.maxima)
-        report.update(read_ms=ms(run.t_read - run.t0), step_ms=ms(run.t_step - run.t_read),
-                      snapshot_ms=ms(time.perf_counter() - t_late), **shard_state.reload_counts(store, run.how))
-        report.update(run.upstream_report)  # e.g. Kafka's per-partition maxima
-        shard_reports.write_report(cfg.state_location, seq, run.shard, report)
-        release_arrow_memory()
-        trace.record("source.read", run.t0_wall, time.time(), shard=run.shard, batch=seq)
+    def finish_shard(self, shard: UpstreamShard) -> None:
+        """What the shard's step decided, written (``pipeline.finish_shard``)."""
+        pipeline.finish_shard(shard.run, self.cfg, late_writer=late_writer(self.cfg))
 
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
@@ -422,9 +401,9 @@ def ensure_late_table(cfg: SourceConfig) -> None:
         create_late_table(cfg.late_data_path, WindowedOperator(cfg.spec, input_schema(cfg)).late_schema())
 
 
-def write_late_rows(cfg: SourceConfig, shard: int, seq: int, late: pa.Table) -> None:
-    """Append late rows to the late-data Delta table exactly once per (shard, batch)."""
-    append_late_rows(cfg.late_data_path, f"spark-windowing-late:{cfg.state_location}:shard-{shard}", seq, late)
+def late_writer(cfg: SourceConfig) -> str:
+    """The late table's application-transaction writer of this query's shards (``pipeline``)."""
+    return f"spark-windowing-late:{cfg.state_location}"
 
 
 def _is_delta_table(uri: str) -> bool:
