@@ -35,15 +35,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_windowing.datasource import _moved
-from spark_windowing.datasource.options.conf import CONF_DEFAULTS_OPTION, CONF_PREFIX, carry_conf_defaults, conf_defaults
+from spark_windowing.datasource.options.spark_conf import CONF_DEFAULTS_OPTION, CONF_PREFIX, carry_conf_defaults, conf_defaults
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 __all__ = ["register", "conf_defaults", "CONF_PREFIX", "CONF_DEFAULTS_OPTION"]
-
-_moved.install()   # the module paths earlier releases documented (spark_windowing.datasource._moved)
 
 
 def register(spark: "SparkSession") -> type:

@@ -10,7 +10,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource.options.conf import CONF_DEFAULTS_OPTION
+from spark_windowing.datasource.options.spark_conf import CONF_DEFAULTS_OPTION
 
 
 class WindowedDataSource(DataSource):
@@ -19,7 +19,7 @@ class WindowedDataSource(DataSource):
     * ``spark.readStream.format("windowed")``: upstream events -> windowed operator -> panes
       (options: ``docs/options.md``; see ``spark_windowing.datasource.source.reader``).
     * ``spark.read.format("windowed").option("path", P).option("table", "current")``: a pane table
-      written by the sink, as a batch DataFrame (see ``spark_windowing.datasource.tables.reader``).
+      written by the sink, as a batch DataFrame (see ``spark_windowing.datasource.tables.table_reader``).
     * ``df.writeStream.format("windowed").option("path", P)``: the pane sink, three Delta tables
       ``P/triggers``, ``P/retractions``, ``P/current``, exactly once per micro-batch
       (see ``spark_windowing.datasource.sink.writer``).
@@ -34,7 +34,7 @@ class WindowedDataSource(DataSource):
         ``spark_windowing.register`` makes a query carry (``CONF_DEFAULTS_OPTION``): explicit
         options win; a conf default of a join option applies only to queries that name a
         ``source2`` (so a conf-wide ``join`` cannot break one-stream queries)."""
-        from spark_windowing.datasource.options.parse import JOIN_OPTIONS
+        from spark_windowing.datasource.source.parse import JOIN_OPTIONS
         explicit = {k.lower(): v for k, v in dict(options).items()}
         carried = json.loads(explicit.pop(CONF_DEFAULTS_OPTION.lower(), None) or "{}")
         defaults = {k.lower(): v for k, v in carried.items()}
@@ -55,7 +55,7 @@ class WindowedDataSource(DataSource):
         from spark_windowing.errors import OptionError
         try:
             if self._is_table_read():
-                from spark_windowing.datasource.tables.reader import table_schema
+                from spark_windowing.datasource.tables.table_reader import table_schema
                 return table_schema(self.options)
             from spark_windowing.datasource.source.reader import stream_schema
             return stream_schema(self.options)
@@ -63,7 +63,7 @@ class WindowedDataSource(DataSource):
             raise e.with_traceback(None) from None
 
     def reader(self, schema: StructType) -> Any:
-        from spark_windowing.datasource.tables.reader import PaneTableReader
+        from spark_windowing.datasource.tables.table_reader import PaneTableReader
         return PaneTableReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> Any:

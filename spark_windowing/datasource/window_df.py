@@ -91,7 +91,7 @@ from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
 from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.options.config import SourceConfig
-from spark_windowing.datasource.options.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
+from spark_windowing.datasource.source.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import int_option
 from spark_windowing.datasource.source import pipeline, shard_reports, sharding

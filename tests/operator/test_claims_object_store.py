@@ -140,7 +140,7 @@ def test_reports_are_read_in_parallel_in_order(object_store):
 
 
 def test_claim_wait_is_a_duration_option_refused_by_name():
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
     from spark_windowing.errors import OptionError
 
     base = {"source": "generator", "window": "tumbling(1 minute)", "aggregate": "count(*) AS n",

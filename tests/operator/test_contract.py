@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spark_windowing.datasource import contract
-from spark_windowing.datasource.options.parse import parse_options
+from spark_windowing.datasource.source.parse import parse_options
 from spark_windowing.datasource.source.checks import recorded_options
 from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 

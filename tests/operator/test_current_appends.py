@@ -18,7 +18,7 @@ from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.sink import commit
 from spark_windowing.datasource.sink.commit import BatchCommit
 from spark_windowing.datasource.sink.writer import PaneStreamWriter, _one_pane_per_window
-from spark_windowing.datasource.sink.config import SinkOptions
+from spark_windowing.datasource.sink.settings import SinkOptions
 from spark_windowing.datasource.tables import delta
 from tests.spark.pane_source import ARROW_SCHEMA
 

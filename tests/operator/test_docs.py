@@ -88,12 +88,12 @@ def _registry(scope: str) -> set[str]:
 
 
 def test_reader_registry_names_the_options_the_reader_parses():
-    from spark_windowing.datasource.options.parse import KNOWN_OPTIONS
+    from spark_windowing.datasource.source.parse import KNOWN_OPTIONS
 
-    read = (_names_read("spark_windowing/datasource/options/parse.py",
+    read = (_names_read("spark_windowing/datasource/source/parse.py",
                         {"parse_options", "_with_stream2", "time_options", "operator_spec"})
             | _names_read("spark_windowing/datasource/upstreams/generator.py", {"parse_generator_options"})
-            | _names_read("spark_windowing/datasource/upstreams/nexmark.py", {"NexmarkUpstream.parse_options"})
+            | _names_read("spark_windowing/datasource/upstreams/nexmark_stream.py", {"NexmarkUpstream.parse_options"})
             | _names_read("spark_windowing/datasource/upstreams/kafka.py", {"parse_kafka_options", "KafkaUpstream.parse_options"})
             | _names_read("spark_windowing/datasource/tables/maintenance.py", {"MaintenanceOptions.parse"}))
     read.discard("table")       # routes the read to the pane-table reader (scope table)
@@ -105,14 +105,14 @@ def test_reader_registry_names_the_options_the_reader_parses():
 
 
 def test_sink_and_table_registry_names_the_options_their_parsers_read():
-    sink = (_names_read("spark_windowing/datasource/sink/config.py", {"SinkOptions.parse"})
+    sink = (_names_read("spark_windowing/datasource/sink/settings.py", {"SinkOptions.parse"})
             | _names_read("spark_windowing/datasource/tables/maintenance.py", {"MaintenanceOptions.parse"}))
     assert sink == _registry("sink")
-    assert _names_read("spark_windowing/datasource/tables/reader.py", {"TableOptions.parse"}) == _registry("table")
+    assert _names_read("spark_windowing/datasource/tables/table_reader.py", {"TableOptions.parse"}) == _registry("table")
 
 
 def test_the_reader_accepts_every_registry_option_and_refuses_others():
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
     from spark_windowing.errors import OptionError
 
     base = {"source": "generator", "window": "tumbling(1 minute)", "aggregate": "count(*) AS n",

@@ -85,7 +85,7 @@ def test_a_new_process_replays_a_logged_batch_in_read(tmp_path):
 def test_the_execution_option_is_checked_at_load_and_drops_the_schema_metadata(tmp_path):
     import pytest
 
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
     from spark_windowing.errors import OptionError
     base = _options(str(tmp_path / "state"), "executors")
     with pytest.raises(OptionError) as e:

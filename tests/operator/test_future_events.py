@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from spark_windowing import OperatorSpec, WindowedOperator
-from spark_windowing.datasource.options.parse import parse_options
+from spark_windowing.datasource.source.parse import parse_options
 from spark_windowing.datasource.source.maxima import batch_maxima
 from spark_windowing.datasource.upstreams.kafka import KafkaUpstream
 from spark_windowing.errors import OptionError

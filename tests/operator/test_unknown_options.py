@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_windowing.datasource.options.parse import _DOCUMENTED, KNOWN_OPTIONS, parse_options
+from spark_windowing.datasource.source.parse import _DOCUMENTED, KNOWN_OPTIONS, parse_options
 from spark_windowing.errors import OptionError, UnknownOptionError
 
 BASE = {"source": "generator", "window": "tumbling(1 minute)", "aggregate": "count(*) AS n"}

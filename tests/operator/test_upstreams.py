@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from spark_windowing.datasource.options.parse import parse_options
+from spark_windowing.datasource.source.parse import parse_options
 from spark_windowing.datasource.upstreams import UPSTREAMS, Upstream, upstream_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ def test_the_interface_is_what_the_reader_uses():
         {"schema", "initial_position", "latest_position", "plan", "read"}
 
 
-@pytest.mark.parametrize("module", ["source/reader.py", "options/parse.py", "options/config.py"])
+@pytest.mark.parametrize("module", ["source/reader.py", "source/parse.py", "options/config.py"])
 def test_reader_and_options_never_name_a_kind(module):
     """No branch on the source kind: no registered ``source`` value as a string in the code
     (docstrings and comments aside), no ``.kafka`` / ``.generator`` settings looked at."""

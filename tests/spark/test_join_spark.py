@@ -127,7 +127,7 @@ def test_conf_default_join_does_not_reach_single_stream_queries(tmp_path):
 
     from spark_windowing.datasource import CONF_DEFAULTS_OPTION
     from spark_windowing.datasource._plugin import WindowedDataSource
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
 
     def cls(options):  # a query that carries these conf defaults, as spark_windowing.register makes it
         carried = json.dumps({"join": "inner", "aggregate2": "count(*) AS n2"})
@@ -151,7 +151,7 @@ def test_conf_default_join_does_not_reach_single_stream_queries(tmp_path):
     ({"maxFilesPerTrigger2": "0"}, "maxFilesPerTrigger2"),
 ])
 def test_bad_join_options_without_spark(tmp_path, extra, option):
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
     base = {"source": "parquet", "path": "/p", "timestampColumn": "ts", "window": "tumbling(1 second)",
             "aggregate": "count(*) AS n", "stateLocation": str(tmp_path), "join": "inner", "source2": "json",
             "path2": "/q"}
@@ -164,7 +164,7 @@ def test_stream2_options_are_its_own(tmp_path):
     """Stream 2 never silently takes stream 1's schema; a generated stream 2 reads the generator
     options suffixed with 2 and is a different stream (seed + 1), not a copy; errors about stream
     2's upstream name stream 2's options."""
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
     from spark_windowing.datasource.upstreams import upstream_for
     base = {"source": "json", "path": str(tmp_path), "schema": "k string, ts timestamp, v long",
             "timestampColumn": "ts", "keyColumns": "k", "window": "tumbling(1 second)",

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from spark_windowing.datasource.upstreams import kafka
-from spark_windowing.datasource.options.parse import parse_options
+from spark_windowing.datasource.source.parse import parse_options
 from spark_windowing.datasource.source.reader import stream_schema
 from spark_windowing.errors import OptionError
 from tests.spark.kafka_helpers import _mod as broker_script, new_topic

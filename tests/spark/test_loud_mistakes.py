@@ -238,7 +238,7 @@ def _us(value) -> int:
 def test_a_state_spec_json_of_the_previous_release_names_the_changed_option(tmp_path):
     """A ``spec.json`` written before options were recorded holds ``describe()`` only: the
     options it has are compared by name; a change it cannot see is named as one of the rest."""
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
     from spark_windowing.datasource.source.reader import check_state_spec
     from spark_windowing.errors import OptionError
 

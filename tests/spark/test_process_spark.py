@@ -88,7 +88,7 @@ def test_bad_process_options_fail_at_load(spark, tmp_path, extra, option, fragme
 def test_needed_columns_are_the_function_s_input_columns(tmp_path):
     """The upstream read is projected to what the function declares (plus keys, time and the
     delta evictor's column); a function declaring nothing reads every column."""
-    from spark_windowing.datasource.options.parse import parse_options
+    from spark_windowing.datasource.source.parse import parse_options
     from spark_windowing.datasource.source.reader import needed_columns
 
     def cfg(**kw):

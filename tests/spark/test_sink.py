@@ -21,7 +21,7 @@ import pane_source
 from spark_windowing.datasource.tables.delta import file_stats
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.sink.commit import BatchCommit
-from spark_windowing.datasource.sink.config import PaneFilesMessage, SinkOptions
+from spark_windowing.datasource.sink.settings import PaneFilesMessage, SinkOptions
 from spark_windowing.datasource.sink.writer import PaneStreamWriter
 from pane_source import ARROW_SCHEMA, expected_tables, simulate
 from sink_helpers import TABLE_NAMES, committed_files, data_files, rows, run_pipeline, table_rows

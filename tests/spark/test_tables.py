@@ -16,7 +16,7 @@ from pyspark.sql.types import (ArrayType, DateType, DecimalType, LongType, MapTy
 
 import pane_source
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
-from spark_windowing.datasource.tables.reader import TOP_KEYS_PER_WINDOW_SQL, TableOptions
+from spark_windowing.datasource.tables.table_reader import TOP_KEYS_PER_WINDOW_SQL, TableOptions
 from sink_helpers import TABLE_NAMES, pane_table, run_pipeline
 from spark_windowing.errors import OptionError
 

@@ -1,6 +1,6 @@
 """The parsed options of ``spark.readStream.format("windowed")``: the types every layer shares.
 
-A leaf: the option parser (``options.parse``) builds a :class:`SourceConfig`, the upstreams
+A leaf: the option parser (``source.parse``) builds a :class:`SourceConfig`, the upstreams
 (``upstreams``) and the stream reader (``source``) read it, and this module imports none of them.
 """
 

@@ -3,7 +3,7 @@
 Every option of ``spark.readStream.format("windowed")`` (scope ``reader``),
 ``df.writeStream.format("windowed")`` (scope ``sink``) and ``spark.read.format("windowed")``
 (scope ``table``) is one ``Option`` here, in its documented camelCase. The stream reader's
-``KNOWN_OPTIONS`` (``spark_windowing.datasource.options.parse``) is derived from this tuple, and
+``KNOWN_OPTIONS`` (``spark_windowing.datasource.source.parse``) is derived from this tuple, and
 ``docs/options.md`` is generated from it::
 
     python -m spark_windowing.datasource.options.reference > docs/options.md

@@ -16,7 +16,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction
 
 from spark_windowing.datasource import trace
 from spark_windowing.datasource.tables import appends, delta
-from spark_windowing.datasource.sink.config import APP_ID_KEY, PaneFilesMessage, SinkOptions, iso_us
+from spark_windowing.datasource.sink.settings import APP_ID_KEY, PaneFilesMessage, SinkOptions, iso_us
 from spark_windowing.datasource.sink.task import distinct, key_window_columns
 from spark_windowing.datasource.tables.delta import CURRENT, RETRACTIONS, STAGING, TRIGGERS, DataFile
 from spark_windowing.datasource.storage.layout import BATCH_ID_KEY

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from spark_windowing.datasource import trace
 from spark_windowing.datasource.tables import delta
-from spark_windowing.datasource.sink.config import PaneFilesMessage, SinkOptions
+from spark_windowing.datasource.sink.settings import PaneFilesMessage, SinkOptions
 from spark_windowing.datasource.tables.delta import RETRACTIONS, STAGING, TRIGGERS, DataFile
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, WINDOW_FIELDS, split_pane_schema

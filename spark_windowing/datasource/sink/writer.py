@@ -114,7 +114,7 @@ from pyspark.sql.types import StructType
 from spark_windowing.datasource.tables import delta, pane_spec
 from spark_windowing.datasource.sink import lease
 from spark_windowing.datasource.sink.commit import BatchCommit, timed
-from spark_windowing.datasource.sink.config import APP_ID_PREFIX, PaneFilesMessage, SinkOptions, iso_us
+from spark_windowing.datasource.sink.settings import APP_ID_PREFIX, PaneFilesMessage, SinkOptions, iso_us
 from spark_windowing.datasource.sink.task import TaskWriter, discard
 from spark_windowing.datasource import contract, storage, trace
 from spark_windowing.datasource.tables.delta import CURRENT, TABLES

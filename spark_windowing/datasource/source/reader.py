@@ -53,7 +53,7 @@ from spark_windowing.datasource.tables.late import create_late_table
 from spark_windowing.datasource.tables.maintenance import maintain, upkeep_due
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
-from spark_windowing.datasource.options.parse import parse_options
+from spark_windowing.datasource.source.parse import parse_options
 from spark_windowing.datasource.upstreams import Upstream, upstream_for
 from spark_windowing import join
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME

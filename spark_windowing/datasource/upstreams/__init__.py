@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_windowing.datasource.upstreams import delta, files, generator, kafka, nexmark, panes
+from spark_windowing.datasource.upstreams import delta, files, generator, kafka, nexmark_stream, pane_tables
 from spark_windowing.datasource.upstreams.base import Upstream
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ UPSTREAMS: dict[str, type[Upstream]] = {
     "json": files.FilesUpstream,
     "csv": files.FilesUpstream,
     "generator": generator.GeneratorUpstream,
-    "nexmark": nexmark.NexmarkUpstream,
-    "panes": panes.PanesUpstream,
+    "nexmark": nexmark_stream.NexmarkUpstream,
+    "panes": pane_tables.PanesUpstream,
     "kafka": kafka.KafkaUpstream,
 }
 
