@@ -140,8 +140,8 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_the_modules():
     edges, _ = _graph()
-    assert "spark_windowing.operator" in edges and "spark_windowing.datasource.source.reader" in edges
-    assert "spark_windowing.spec" in edges["spark_windowing.operator"]
+    assert "spark_windowing.operator.windowed" in edges and "spark_windowing.datasource.source.reader" in edges
+    assert "spark_windowing.operator.spec" in edges["spark_windowing.operator.windowed"]
     assert "spark_windowing.datasource.upstreams.base" in edges["spark_windowing.datasource.upstreams.kafka"]
 
 

@@ -10,8 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_windowing import aggregates as agg
 from spark_windowing._groups import Groups
+from spark_windowing.aggregates import preaggregate as preaggregate_module
+from spark_windowing.aggregates.binding import bind_aggregates
+from spark_windowing.aggregates.parsing import parse_aggregates
+from spark_windowing.aggregates.partials import numpy_groupable, numpy_partials
+from spark_windowing.aggregates.preaggregate import preaggregate
 
 TEXT = "sum(i) AS a, min(i) AS b, max(i) AS c, count(i) AS d, avg(f) AS e, min(f) AS g, max(f) AS h, count(*) AS n"
 SCHEMA = pa.schema([("i", pa.int64()), ("f", pa.float64())])
@@ -42,19 +46,19 @@ def _as_dict(rows, res, partials):
 @given(batch=batches())
 def test_numpy_preaggregation_equals_the_arrow_group_by(batch):
     labels, ints, floats, ts, holds = batch
-    aggs = agg.bind_aggregates(agg.parse_aggregates(TEXT), SCHEMA, TEXT)
+    aggs = bind_aggregates(parse_aggregates(TEXT), SCHEMA, TEXT)
     pairs = pa.table({"i": pa.array(ints, pa.int64()), "f": pa.array(floats, pa.float64())})
     g, t, h = np.array(labels, np.int64), np.array(ts, np.int64), np.array(holds, np.int64)
-    assert agg._numpy_groupable(aggs, pairs)
-    fast = _as_dict(*agg._preaggregate_numpy(aggs, pairs, Groups(g), t, h))
-    known = _as_dict(*agg._preaggregate_numpy(aggs, pairs, _shuffled_grouping(g), t, h))
+    assert numpy_groupable(aggs, pairs)
+    fast = _as_dict(*numpy_partials(aggs, pairs, Groups(g), t, h))
+    known = _as_dict(*numpy_partials(aggs, pairs, _shuffled_grouping(g), t, h))
     assert known == fast
-    original = agg._numpy_groupable
-    agg._numpy_groupable = lambda *a: False  # the Arrow path of the same function
+    original = preaggregate_module.numpy_groupable
+    preaggregate_module.numpy_groupable = lambda *a: False  # the Arrow path of the same function
     try:
-        arrow = _as_dict(*agg.preaggregate(aggs, pairs, g, t, h))
+        arrow = _as_dict(*preaggregate(aggs, pairs, g, t, h))
     finally:
-        agg._numpy_groupable = original
+        preaggregate_module.numpy_groupable = original
     assert fast.keys() == arrow.keys()
     for name in fast:
         assert [None if v is None else pytest.approx(v, rel=1e-12, abs=1e-9) for v in arrow[name]] == fast[name], name
@@ -70,3 +74,4 @@ def _shuffled_grouping(labels: np.ndarray) -> Groups:
     number[order] = np.arange(len(uniq))
     ids = number[np.searchsorted(uniq, labels)]
     return Groups.known(ids, rows, np.bincount(ids, minlength=len(rows)))
+

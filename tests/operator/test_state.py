@@ -57,3 +57,4 @@ def test_snapshot_of_an_unbound_operator_restores():
     spec = OperatorSpec.from_options(window="tumbling(1 second)", aggregate="count(*) AS n")
     op = restore(spec, snapshot(WindowedOperator(spec)))
     assert not op.bound and op.num_windows == 0
+

@@ -54,13 +54,13 @@ from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.datasource.options.parse import parse_options
 from spark_windowing.datasource.upstreams import Upstream, upstream_for
-from spark_windowing import join
+from spark_windowing.operator import join
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError
-from spark_windowing.operator import WindowedOperator
+from spark_windowing.operator.windowed import WindowedOperator
 from spark_windowing.panes import CORRUPT_RECORD, TIMESTAMP
-from spark_windowing.process import load_process
-from spark_windowing.segments import collect_garbage
+from spark_windowing.aggregates.process import load_process
+from spark_windowing.state.segments import collect_garbage
 
 #: Garbage (older snapshots, reports) is collected every this many batches: one listing per shard
 #: per ``GC_EVERY`` batches instead of every batch.

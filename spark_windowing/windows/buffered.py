@@ -1,4 +1,4 @@
-"""The common part of buffered window kinds (``spark_windowing.mixed`` describes them): a
+"""The common part of buffered window kinds (``spark_windowing.windows.mixed`` describes them): a
 per-operator buffer of elements, and what its evaluation hands back to the operator.
 
 The operator calls only ``add`` (buffer a batch's valid elements; get back those already late),
@@ -15,10 +15,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing import aggregates as agg
 from spark_windowing._arrow import factorize, field_type
 from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
-from spark_windowing.windows import WindowFn
+from spark_windowing.aggregates.binding import BoundAggregate
+from spark_windowing.aggregates.partials import COMBINABLE
+from spark_windowing.aggregates.preaggregate import input_columns, preaggregate
+from spark_windowing.windows.kinds import WindowFn
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,7 @@ class StepView:
 
     wm: int
     seq: int
-    aggs: list[agg.BoundAggregate]
+    aggs: list[BoundAggregate]
     grain: int = 1
 
 
@@ -38,7 +40,7 @@ class Closed:
 
     Window ``w`` has key row ``keys[w]`` and bounds ``ws[w]``/``we[w]`` (count-based kinds:
     ``ws`` = window_seq, ``we`` = GLOBAL_END). Its contents are aggregated already:
-    ``partials``/``res`` (``aggregates.preaggregate``'s form) hold the rows for windows
+    ``partials``/``res`` (``aggregates.preaggregate.preaggregate``'s form) hold the rows for windows
     ``windows``; ``first_ts``/``last_ts`` are its first and last element times (the pane
     timestamp under the earliest / latest combiners)."""
 
@@ -96,7 +98,7 @@ class MixedLogic:
 
     def _values(self, view: StepView, events: pa.Table) -> pa.Table:
         """The columns buffered per element: what the aggregates read."""
-        return agg.input_columns(view.aggs, events)
+        return input_columns(view.aggs, events)
 
     def evaluate(self, view: StepView) -> Evaluation:
         """The windows the watermark ``view.wm`` closes, and elements given up; prunes the buffer."""
@@ -163,9 +165,9 @@ class MixedLogic:
             win = np.repeat(np.arange(m), lengths)
             pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
             src = order[pos]
-            values = agg.input_columns(view.aggs, self.values)
+            values = input_columns(view.aggs, self.values)
             arrival = (view.seq << 32) + np.arange(len(win), dtype=np.int64)
-            folded = agg.preaggregate(view.aggs, values.take(pa.array(src)), win, self.ts[src], None, arrival)
+            folded = preaggregate(view.aggs, values.take(pa.array(src)), win, self.ts[src], None, arrival)
         windows, res, partials = folded
         return [Closed(self.keys.take(pa.array(rep)), seq.astype(np.int64),
                        np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64),
@@ -179,7 +181,7 @@ class MixedLogic:
         sum / avg / count / min / max over integer or float columns; returns None otherwise, and
         the caller folds the expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
         aggs = view.aggs
-        if not aggs or any(a.spec.func not in agg.COMBINABLE for a in aggs):
+        if not aggs or any(a.spec.func not in COMBINABLE for a in aggs):
             return None
         assert self.values is not None
         columns: dict[str, Any] = {}
@@ -219,7 +221,7 @@ class MixedLogic:
                 partials[p + "v"] = pa.array(v, mask=cnt == 0).cast(col.type)
         return np.arange(len(lo), dtype=np.int64), res, partials
 
-    # ---- snapshots (pickled by spark_windowing.state)
+    # ---- snapshots (pickled by spark_windowing.state.snapshot)
     def snapshot(self) -> dict[str, Any]:
         return {"keys": self.keys, "values": self.values, "ts": self.ts, "arr": self.arr,
                 "next_arr": self.next_arr, **self._extra_state()}

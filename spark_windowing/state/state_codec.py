@@ -18,8 +18,8 @@ import pyarrow as pa
 from spark_windowing.errors import SnapshotError
 
 if TYPE_CHECKING:  # the operator is passed in, never imported: this module sits below it
-    from spark_windowing.operator import WindowedOperator
-    from spark_windowing.spec import OperatorSpec
+    from spark_windowing.operator.windowed import WindowedOperator
+    from spark_windowing.operator.spec import OperatorSpec
 
 #: The operator's scalar state, stored by every snapshot next to the window rows.
 SCALARS = ("wm", "proc", "seq", "next_rid")
