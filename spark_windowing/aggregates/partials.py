@@ -3,6 +3,11 @@
 objects ``a<i>:o``) and what the operator does with partials — combine them (per-slide
 pre-aggregation), fold them into state rows, subtract retracted ones, merge rows (sessions) and
 reset rows (discarding mode).
+
+``numpy_partials`` makes the numeric partials (count / sum / avg / min / max of integer and float
+columns) over any reducer with ``rows``, ``sizes``, ``count``, ``sum``, ``min``, ``max``: the
+operator's ``_groups.Groups`` (pairs grouped by target row) and the buffered kinds'
+``_groups.Ranges`` (windows as ranges of a sorted buffer) share it.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_windowing._groups import Groups
+from spark_windowing._groups import Groups, Ranges
 from spark_windowing.aggregates import ranked
 from spark_windowing.aggregates.binding import BoundAggregate
 from spark_windowing.errors import OptionError
@@ -122,10 +127,11 @@ def values_and_validity(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np
     return (col.fill_null(0).to_numpy() if not pa.types.is_null(col.type) else np.zeros(len(col), np.int64)), valid
 
 
-def numpy_partials(aggs: list[BoundAggregate], pairs: pa.Table, grp: Groups, ts: np.ndarray,
+def numpy_partials(aggs: list[BoundAggregate], pairs: pa.Table, grp: Groups | Ranges, ts: np.ndarray,
                    hold_ts: np.ndarray | None) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, Any]]:
     """``preaggregate`` for ``numpy_groupable`` aggregates: the same rows (``grp``'s), counts,
-    holds and partials, by dense-label reductions in the pairs' order."""
+    holds and partials, by ``grp``'s reductions (``Groups``: dense labels, in the pairs' order;
+    ``Ranges``: ranges of ``pairs``, the buffered window kinds)."""
     res: dict[str, np.ndarray] = {"n": grp.sizes, "min_ts": grp.min(ts, fill=0), "max_ts": grp.max(ts, fill=0)}
     if hold_ts is not None:
         held = hold_ts != np.iinfo(np.int64).max

@@ -16,9 +16,10 @@ import numpy as np
 import pyarrow as pa
 
 from spark_windowing._arrow import factorize, field_type
+from spark_windowing._groups import Ranges
 from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
 from spark_windowing.aggregates.binding import BoundAggregate
-from spark_windowing.aggregates.partials import COMBINABLE
+from spark_windowing.aggregates.partials import COMBINABLE, numpy_partials
 from spark_windowing.aggregates.preaggregate import input_columns, preaggregate
 from spark_windowing.windows.kinds import WindowFn
 
@@ -175,51 +176,23 @@ class MixedLogic:
 
     def _foldranges(self, view: StepView, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
                      ) -> tuple[np.ndarray, dict, dict] | None:
-        """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges with
-        ``np.ufunc.reduceat``, without expanding (element, window) pairs: memory follows the windows,
-        not windows x elements per window (record_sliding windows overlap heavily). Only for
-        sum / avg / count / min / max over integer or float columns; returns None otherwise, and
-        the caller folds the expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
+        """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges
+        (``_groups.Ranges``, the aggregates' one partial algebra ``aggregates.partials.numpy_partials``),
+        without expanding (element, window) pairs: memory follows the windows, not windows x
+        elements per window (record_sliding windows overlap heavily). Only for sum / avg / count /
+        min / max over integer or float columns; returns None otherwise, and the caller folds the
+        expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
         aggs = view.aggs
         if not aggs or any(a.spec.func not in COMBINABLE for a in aggs):
             return None
         assert self.values is not None
-        columns: dict[str, Any] = {}
-        for a in aggs:
-            if a.spec.column is not None and a.spec.column not in columns:
-                col = self.values.column(a.spec.column)
-                if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-                    return None
-                columns[a.spec.column] = col.take(pa.array(order)).combine_chunks()
-        idx = ranges(lo, hi)
-        ts = self.ts[order]
-        res = {"n": (hi - lo).astype(np.int64), "min_ts": reduce_ranges(np.minimum, ts, idx),
-               "max_ts": reduce_ranges(np.maximum, ts, idx)}
-        partials: dict[str, Any] = {}
-        for a in aggs:
-            p, f = a.prefix, a.spec.func
-            if f == "count_star":
-                partials[p + "n"] = res["n"]
-                continue
-            col = columns[a.spec.column]
-            cnt = reduce_ranges(np.add, np.asarray(col.is_valid(), dtype=np.int64), idx)
-            partials[p + "n"] = cnt
-            if f in ("sum", "avg"):
-                integer = pa.types.is_integer(col.type)
-                x = col.fill_null(0).to_numpy().astype(np.int64 if integer else np.float64)
-                partials[p + "s"] = reduce_ranges(np.add, x, idx)
-            elif f in ("min", "max"):  # a null never wins
-                if pa.types.is_integer(col.type):
-                    info = np.iinfo(col.type.to_pandas_dtype())
-                    x = col.fill_null(info.max if f == "min" else info.min).to_numpy()
-                    ufunc = np.minimum if f == "min" else np.maximum
-                else:  # fmin / fmax skip NaN unless all are NaN, as Arrow's min / max do; a null
-                    x = col.to_numpy(zero_copy_only=False).astype(np.float64)  # is NaN here, and
-                    # a window of nulls only is masked below (count 0)
-                    ufunc = np.fmin if f == "min" else np.fmax
-                v = reduce_ranges(ufunc, x, idx)
-                partials[p + "v"] = pa.array(v, mask=cnt == 0).cast(col.type)
-        return np.arange(len(lo), dtype=np.int64), res, partials
+        columns = list(dict.fromkeys(a.spec.column for a in aggs if a.spec.column is not None))
+        for name in columns:
+            t = self.values.column(name).type
+            if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+                return None
+        return numpy_partials(aggs, self.values.select(columns).take(pa.array(order)), Ranges(lo, hi),
+                              self.ts[order], None)
 
     # ---- snapshots (pickled by spark_windowing.state.snapshot)
     def snapshot(self) -> dict[str, Any]:
@@ -236,23 +209,6 @@ class MixedLogic:
 
     def _restore_extra(self, doc: dict[str, Any]) -> None:
         pass
-
-
-def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``ufunc.reduceat`` indices for the ranges ``[lo[w], hi[w])`` (``lo < hi``), interleaved;
-    see ``reduce_ranges``."""
-    idx = np.empty(2 * len(lo), dtype=np.int64)
-    idx[0::2], idx[1::2] = lo, hi
-    return idx
-
-
-def reduce_ranges(ufunc: np.ufunc, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``ufunc`` over each range of ``ranges``: reduceat of ``idx[2w] < idx[2w+1]`` reduces exactly
-    ``x[lo:hi]`` (the odd results, from ``hi`` to the next ``lo``, are dropped); one sentinel element
-    makes ``hi == len(x)`` a valid index."""
-    if len(idx) == 0:
-        return x[:0].copy()
-    return ufunc.reduceat(np.append(x, x[-1:]), idx)[0::2]
 
 
 def ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:
