@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from spark_windowing._old_paths import current_module
 from spark_windowing.aggregates import ranked
 from spark_windowing.aggregates.parsing import AGGREGATE_FORMS, AggregateSpec
 from spark_windowing.aggregates.process import BoundProcess, PaneBuffer
@@ -25,7 +26,7 @@ def load_custom(target: str, option: str = "aggregate") -> Any:
     name, _, rest = name.partition("(")
     args = [a.strip() for a in rest.rstrip(")").split(",") if a.strip()] if rest else []
     try:
-        cls = getattr(importlib.import_module(module), name)
+        cls = getattr(importlib.import_module(current_module(module)), name)
     except (ImportError, AttributeError) as e:
         raise OptionError(option, target, "module:Class importable on the driver and the workers (ship its module "
                           "with spark.sparkContext.addPyFile(...) or spark-submit --py-files: docs/windows.md, "

@@ -1,5 +1,6 @@
 """Persisted operator state, above the operator: ``state_codec`` (the encoding every snapshot
-shares), ``snapshot`` (the whole state as bytes: ``snapshot`` / ``restore``), ``segments`` (the state store's files) and ``store`` (``StateStore``,
+shares; its ``loads`` reads pickles of earlier releases), ``snapshot`` (the whole state as bytes:
+``snapshot`` / ``restore``), ``segments`` (the state store's files) and ``store`` (``StateStore``,
 bucketed and incrementally persisted, for Spark). Depends on ``operator``.
 """
 

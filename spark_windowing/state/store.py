@@ -57,7 +57,7 @@ from spark_windowing.errors import SnapshotError
 from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.operator.windowed import EventTimes, StepResult, WindowedOperator
 from spark_windowing.state.segments import SegmentFiles, checksum, manifest_uri, write_buckets
-from spark_windowing.state.state_codec import (column_kinds, constant_columns, extra_state,
+from spark_windowing.state.state_codec import (column_kinds, constant_columns, extra_state, loads,
                                          restore_extra, restore_scalars, rows_to_table, scalars, table_to_cols)
 
 class StateStore:
@@ -133,7 +133,7 @@ class StateStore:
                 restore_scalars(op, m)
         if m.get("extra"):
             name, off, length, sha = m["extra"]
-            restore_extra(op, pickle.loads(self.files.read(f"{self.root}/{name}", off, length, sha, "operator extras")))
+            restore_extra(op, loads(self.files.read(f"{self.root}/{name}", off, length, sha, "operator extras")))
         self.resident[:] = False
         self.resident[[b for b in range(self.n_buckets) if b not in self.files.loc]] = True  # empty buckets
         self.manifest_digest = digest
