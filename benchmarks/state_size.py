@@ -38,8 +38,8 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, ROOT)
     from spark_windowing.datasource import storage
-    from spark_windowing.spec import OperatorSpec
-    from spark_windowing.store import StateStore
+    from spark_windowing.operator.spec import OperatorSpec
+    from spark_windowing.state.store import StateStore
 
     n = args.keys * args.per_key
     rng = np.random.default_rng(1)

@@ -32,9 +32,9 @@ HOUR = 3600 * SEC
 def run(windows: int, batches: int, memory_rows: int, directory: str) -> None:
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from spark_windowing.datasource import storage
-    from spark_windowing.spec import OperatorSpec
-    from spark_windowing.store import StateStore
-    from spark_windowing.segments import collect_garbage
+    from spark_windowing.operator.spec import OperatorSpec
+    from spark_windowing.state.store import StateStore
+    from spark_windowing.state.segments import collect_garbage
 
     schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.float64())])
     spec = OperatorSpec.from_options(window="tumbling(1 hour)", aggregate="sum(v) AS total, count(*) AS n",

@@ -374,7 +374,7 @@ def plot_timeline(out: Outputs, *, title: str, max_keys: int = 6, minutes: int |
     import numpy as np
     import pyarrow.compute as pc
 
-    from spark_windowing.plot import load_panes, plot_panes
+    from spark_windowing.tools.plot import load_panes, plot_panes
 
     panes = load_panes(out.panes)
     if minutes is not None and panes.num_rows:

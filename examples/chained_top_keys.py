@@ -8,7 +8,7 @@ top 3 users of every minute — the second query keeps the first one's windows.
    with a RETRACTION of the previous one. Pane tables -> ``<output>/panes``.
 3. Stage 2 reads stage 1's pane tables as its upstream (``source=panes``) with
    ``window=inherit``: every pane row already names its window, RETRACTION rows are subtracted.
-   No key, so one window per minute; ``spark_windowing.accumulations:TopN(3, total, user_id)``
+   No key, so one window per minute; ``spark_windowing.aggregates.accumulations:TopN(3, total, user_id)``
    keeps the minute's (user, total) pairs as a multiset and outputs the 3 largest. Its time and
    watermark come from the pane rows (``pane_timestamp``, ``column(watermark)``: the defaults with
    ``window=inherit``). Pane tables -> ``<output>/downstream/panes``.
@@ -46,7 +46,7 @@ STAGE1 = {"source": "parquet", "timestampColumn": "sale_time", "keyColumns": "us
           "watermark": "bounded(10 seconds)", "maxFilesPerTrigger": "1"}
 #: Stage 2: the top 3 users of each of stage 1's windows.
 STAGE2 = {"source": "panes", "window": "inherit",
-          "aggregate": "spark_windowing.accumulations:TopN(3, total, user_id)",
+          "aggregate": "spark_windowing.aggregates.accumulations:TopN(3, total, user_id)",
           "trigger": "AfterWatermark(early=AfterCount(1))", "accumulationMode": "accumulating_and_retracting",
           "maxFilesPerTrigger": "2"}   # two of stage 1's micro-batches per micro-batch
 

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 from spark_windowing.errors import OptionError, ProcessError, SnapshotError, WindowingError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from spark_windowing.operator import StepResult, WindowedOperator
-    from spark_windowing.process import ProcessContext
-    from spark_windowing.spec import OperatorSpec
-    from spark_windowing.state import restore, snapshot
+    from spark_windowing.operator.windowed import StepResult, WindowedOperator
+    from spark_windowing.aggregates.process import ProcessContext
+    from spark_windowing.operator.spec import OperatorSpec
+    from spark_windowing.state.snapshot import restore, snapshot
 
 #: What ``spark_windowing.<name>`` imports on first use (PEP 562): the operator's modules load
 #: NumPy and the whole windowing stack, which a Spark Python worker that only commits a sink
 #: batch or plans a read never needs; every Python worker process Spark starts pays its imports.
-_LAZY = {"StepResult": "spark_windowing.operator", "WindowedOperator": "spark_windowing.operator",
-         "ProcessContext": "spark_windowing.process", "OperatorSpec": "spark_windowing.spec",
-         "restore": "spark_windowing.state", "snapshot": "spark_windowing.state"}
+_LAZY = {"StepResult": "spark_windowing.operator.windowed", "WindowedOperator": "spark_windowing.operator.windowed",
+         "ProcessContext": "spark_windowing.aggregates.process", "OperatorSpec": "spark_windowing.operator.spec",
+         "restore": "spark_windowing.state.snapshot", "snapshot": "spark_windowing.state.snapshot"}
 
 
 def __getattr__(name: str):

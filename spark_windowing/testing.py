@@ -20,11 +20,12 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from spark_windowing import join, state
 from spark_windowing._time import MAX_TIME, MIN_TIME, UNIT_FACTORS
 from spark_windowing.errors import OptionError
-from spark_windowing.operator import StepResult, WindowedOperator
-from spark_windowing.spec import OperatorSpec
+from spark_windowing.operator import join
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.windowed import StepResult, WindowedOperator
+from spark_windowing.state import snapshot as state
 
 __all__ = ["TestStream"]
 
@@ -45,7 +46,7 @@ class TestStream:
                  key_columns2: str | Iterable[str] | None = None, timestamp_column2: str | None = None,
                  schema: pa.Schema | None = None, schema2: pa.Schema | None = None) -> None:
         """``join`` merges a second stream (``add_elements(..., stream2=...)``; see
-        ``spark_windowing.join``); ``schema``/``schema2`` fix the streams' column types (else
+        ``spark_windowing.operator.join``); ``schema``/``schema2`` fix the streams' column types (else
         taken from the first bundle of each stream, which must come in the first step)."""
         if timestamp_unit not in UNIT_FACTORS:
             raise OptionError("timestamp_unit", timestamp_unit, ", ".join(UNIT_FACTORS))
@@ -142,7 +143,7 @@ class TestStream:
 
     # ---- internals ----
     def _union(self, t1: pa.Table, elements2: list[dict[str, Any]] | pa.Table | None) -> pa.Table:
-        """Both streams' bundles as the operator's input (``spark_windowing.join.union``)."""
+        """Both streams' bundles as the operator's input (``spark_windowing.operator.join.union``)."""
         if elements2 is None:
             t2 = pa.table({})
         else:

@@ -100,9 +100,9 @@ from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
 from spark_windowing.datasource.tables.late import create_late_table
 from spark_windowing.errors import OptionError, SnapshotError, WindowingError
-from spark_windowing.operator import WindowedOperator
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.watermark import parse_watermark
+from spark_windowing.operator.windowed import WindowedOperator
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.watermark import parse_watermark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

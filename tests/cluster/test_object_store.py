@@ -12,9 +12,9 @@ from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.sink.writer import PaneStreamWriter
 from spark_windowing.errors import SnapshotError
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore
-from spark_windowing.segments import collect_garbage, manifest_uri
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.state.segments import collect_garbage, manifest_uri
+from spark_windowing.state.store import StateStore
 from tests.objectstore import count
 from tests.spark import pane_source
 from tests.spark.sink_helpers import TABLE_NAMES, rows

@@ -4,7 +4,7 @@
 ``WatermarkTimeEvictionPolicy``, plus the late check of ``WaterMarkEventGenerator.track``
 (``ts >= lastWaterMarkTs``). One ``StormWindow`` is one Storm window manager (Storm has no per-key
 windows: a test runs one per key). Used as an oracle for ``count(n, <duration>)`` and
-``sliding(<duration>, n elements)``; see ``spark_windowing/mixed.py`` for where we deviate.
+``sliding(<duration>, n elements)``; see ``spark_windowing/windows/mixed.py`` for where we deviate.
 
 Not ported: ``compactWindow`` (a partial scan every 100 events — keep streams shorter than that per
 manager), processing-time policies, persistence.

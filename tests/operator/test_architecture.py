@@ -140,8 +140,8 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checker_sees_the_modules():
     edges, _ = _graph()
-    assert "spark_windowing.operator" in edges and "spark_windowing.datasource.source.reader" in edges
-    assert "spark_windowing.spec" in edges["spark_windowing.operator"]
+    assert "spark_windowing.operator.windowed" in edges and "spark_windowing.datasource.source.reader" in edges
+    assert "spark_windowing.operator.spec" in edges["spark_windowing.operator.windowed"]
     assert "spark_windowing.datasource.upstreams.base" in edges["spark_windowing.datasource.upstreams.kafka"]
 
 
@@ -161,6 +161,87 @@ def test_no_function_level_import_of_private_names():
 ])
 def test_cycle_finder(source, cycles):
     assert _cycles(source) == cycles
+
+
+#: The core's folders (first-level sub-packages of ``spark_windowing`` outside the plugin and the
+#: tools); the root modules (``errors``, ``panes``, ``_time``, ``testing``, ...) stand for themselves.
+ROOT_PACKAGE = "spark_windowing"
+OUTSIDE_CORE = ("datasource", "tools")
+
+
+def _package(module: str) -> str:
+    """``module`` collapsed to its first-level package (``spark_windowing.operator.spec`` ->
+    ``spark_windowing.operator``); a module at the root, and the root package itself, stay as they are."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def _package_graph(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for mod, targets in edges.items():
+        src = _package(mod)
+        out.setdefault(src, set())
+        for t in targets:
+            out.setdefault(_package(t), set())
+            if _package(t) != src:
+                out[src].add(_package(t))
+    return out
+
+
+def test_no_package_level_import_cycles():
+    """The folders of ``spark_windowing`` (``windows``, ``triggers``, ``aggregates``, ``operator``,
+    ``state``, ``tools``, ``datasource``) and its root modules form a DAG: a cycle through two
+    folders is a layering mistake even when no two modules import each other."""
+    assert _cycles(_package_graph(_graph()[0])) == []
+
+
+def test_the_package_graph_is_the_documented_layering():
+    packages = _package_graph(_graph()[0])
+    core = {f"{ROOT_PACKAGE}.{p}" for p in ("windows", "triggers", "aggregates", "operator", "state")}
+    assert core <= set(packages)
+    assert f"{ROOT_PACKAGE}.aggregates" in packages[f"{ROOT_PACKAGE}.windows"]
+    assert {f"{ROOT_PACKAGE}.{p}" for p in ("windows", "triggers", "aggregates")} <= packages[f"{ROOT_PACKAGE}.operator"]
+    assert f"{ROOT_PACKAGE}.operator" in packages[f"{ROOT_PACKAGE}.state"]
+
+
+def _core_imports_outside(edges: dict[str, set[str]]) -> list[str]:
+    """Imports of ``spark_windowing.datasource`` or ``spark_windowing.tools`` by a core module.
+    The top-level package module is the exception: ``spark_windowing.register``, ``window``,
+    ``attach_progress`` and ``ivy_settings_path`` re-export the plugin's and the tools' entry
+    points, imported only when called."""
+    outside = tuple(f"{ROOT_PACKAGE}.{p}" for p in OUTSIDE_CORE)
+    return sorted(f"{m} imports {t}" for m, targets in edges.items() for t in targets
+                  if m != ROOT_PACKAGE and not _package(m).startswith(outside)
+                  and _package(t).startswith(outside))
+
+
+def test_the_core_never_imports_the_plugin_or_the_tools():
+    assert _core_imports_outside(_graph()[0]) == []
+
+
+@pytest.mark.parametrize("source, cycles", [
+    ({"spark_windowing.operator.spec": {"spark_windowing.windows.kinds"},
+      "spark_windowing.windows.kinds": set(),
+      "spark_windowing.windows.buffered": {"spark_windowing.operator.output"},
+      "spark_windowing.operator.output": set()},
+     [["spark_windowing.operator", "spark_windowing.windows"]]),
+    ({"spark_windowing.operator.spec": {"spark_windowing.windows.kinds", "spark_windowing.errors"},
+      "spark_windowing.windows.kinds": {"spark_windowing.errors"}, "spark_windowing.errors": set()}, []),
+])
+def test_package_cycle_finder(source, cycles):
+    """No two modules import each other here, but their folders do."""
+    assert _cycles(source) == []
+    assert _cycles(_package_graph(source)) == cycles
+
+
+def test_the_outside_import_checker_sees_one():
+    edges = {"spark_windowing.operator.windowed": {"spark_windowing.datasource.storage"},
+             "spark_windowing.tools.plot": {"spark_windowing.datasource.storage"},
+             "spark_windowing.testing": {"spark_windowing.tools.plot"},
+             "spark_windowing": {"spark_windowing.datasource"}}
+    assert _core_imports_outside(edges) == [
+        "spark_windowing.operator.windowed imports spark_windowing.datasource.storage",
+        "spark_windowing.testing imports spark_windowing.tools.plot"]
 
 
 def _long_without_reason(package: str, module_lines: int = 500, function_lines: int = 50) -> list[str]:

@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 
-from spark_windowing.datasource.storage import conditional_writes
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.source.affinity import claim_shard_conditional, shard_to_run
-from spark_windowing.store import StateStore
-from spark_windowing.segments import collect_garbage
+from spark_windowing.datasource.storage import conditional_writes
+from spark_windowing.state.segments import collect_garbage
+from spark_windowing.state.store import StateStore
 from tests.operator.test_affinity import race_partitions
 from tests.operator.test_local_copies import BUCKETS, SCHEMA, SPEC, _events, _step_panes
 

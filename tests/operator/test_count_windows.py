@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from flink_port import flink_count_windows
 
 from spark_windowing.errors import OptionError
-from spark_windowing.spec import OperatorSpec
+from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.testing import TestStream
 
 MODES = ["discarding", "accumulating", "accumulating_and_retracting"]

@@ -7,8 +7,8 @@ import pytest
 
 from spark_windowing._time import MIN_TIME, SECOND
 from spark_windowing.errors import OptionError
+from spark_windowing.operator.watermark import parse_watermark
 from spark_windowing.testing import TestStream
-from spark_windowing.watermark import parse_watermark
 
 CUSTOM = "tests.operator.fixtures.accumulations:SpreadAndTags"
 

@@ -10,8 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_windowing import aggregates as agg
-from spark_windowing._groups import Groups
+from spark_windowing._groups import Groups, Ranges
+from spark_windowing.aggregates import preaggregate as preaggregate_module
+from spark_windowing.aggregates.binding import bind_aggregates
+from spark_windowing.aggregates.parsing import parse_aggregates
+from spark_windowing.aggregates.partials import numpy_groupable, numpy_partials
+from spark_windowing.aggregates.preaggregate import preaggregate
 
 TEXT = "sum(i) AS a, min(i) AS b, max(i) AS c, count(i) AS d, avg(f) AS e, min(f) AS g, max(f) AS h, count(*) AS n"
 SCHEMA = pa.schema([("i", pa.int64()), ("f", pa.float64())])
@@ -42,19 +46,19 @@ def _as_dict(rows, res, partials):
 @given(batch=batches())
 def test_numpy_preaggregation_equals_the_arrow_group_by(batch):
     labels, ints, floats, ts, holds = batch
-    aggs = agg.bind_aggregates(agg.parse_aggregates(TEXT), SCHEMA, TEXT)
+    aggs = bind_aggregates(parse_aggregates(TEXT), SCHEMA, TEXT)
     pairs = pa.table({"i": pa.array(ints, pa.int64()), "f": pa.array(floats, pa.float64())})
     g, t, h = np.array(labels, np.int64), np.array(ts, np.int64), np.array(holds, np.int64)
-    assert agg._numpy_groupable(aggs, pairs)
-    fast = _as_dict(*agg._preaggregate_numpy(aggs, pairs, Groups(g), t, h))
-    known = _as_dict(*agg._preaggregate_numpy(aggs, pairs, _shuffled_grouping(g), t, h))
+    assert numpy_groupable(aggs, pairs)
+    fast = _as_dict(*numpy_partials(aggs, pairs, Groups(g), t, h))
+    known = _as_dict(*numpy_partials(aggs, pairs, _shuffled_grouping(g), t, h))
     assert known == fast
-    original = agg._numpy_groupable
-    agg._numpy_groupable = lambda *a: False  # the Arrow path of the same function
+    original = preaggregate_module.numpy_groupable
+    preaggregate_module.numpy_groupable = lambda *a: False  # the Arrow path of the same function
     try:
-        arrow = _as_dict(*agg.preaggregate(aggs, pairs, g, t, h))
+        arrow = _as_dict(*preaggregate(aggs, pairs, g, t, h))
     finally:
-        agg._numpy_groupable = original
+        preaggregate_module.numpy_groupable = original
     assert fast.keys() == arrow.keys()
     for name in fast:
         assert [None if v is None else pytest.approx(v, rel=1e-12, abs=1e-9) for v in arrow[name]] == fast[name], name
@@ -70,3 +74,51 @@ def _shuffled_grouping(labels: np.ndarray) -> Groups:
     number[order] = np.arange(len(uniq))
     ids = number[np.searchsorted(uniq, labels)]
     return Groups.known(ids, rows, np.bincount(ids, minlength=len(rows)))
+
+
+@st.composite
+def ranged_batches(draw):
+    """A buffer's columns and windows over it as ranges ``[lo, hi)`` (overlapping, as the buffered
+    window kinds' windows are), floats with NaN (which ``Ranges`` skips in min / max)."""
+    ints, floats, ts, _ = draw(batches())[1:]
+    n = len(ts)
+    floats = [draw(st.sampled_from([v, float("nan")])) if v is not None else None for v in floats]
+    m = draw(st.integers(1, 12))
+    lo = np.array(draw(st.lists(st.integers(0, n - 1), min_size=m, max_size=m)), np.int64)
+    hi = np.array([draw(st.integers(int(a) + 1, n)) for a in lo], np.int64)
+    return ints, floats, ts, lo, hi
+
+
+@settings(max_examples=200, deadline=None)
+@given(batch=ranged_batches())
+def test_ranges_fold_as_the_expanded_pairs_do(batch):
+    """The buffered kinds' partials (``Ranges``) equal the operator's (``Groups``) over the same
+    windows' (element, window) pairs; min / max of floats skip NaN unless all are NaN."""
+    ints, floats, ts, lo, hi = batch
+    aggs = bind_aggregates(parse_aggregates(TEXT), SCHEMA, TEXT)
+    pairs = pa.table({"i": pa.array(ints, pa.int64()), "f": pa.array(floats, pa.float64())})
+    t = np.array(ts, np.int64)
+    ranged = _as_dict(*numpy_partials(aggs, pairs, Ranges(lo, hi), t, None))
+    win = np.repeat(np.arange(len(lo)), hi - lo)
+    src = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)])
+    no_nan = pa.table({"i": pairs.column("i").take(pa.array(src)),
+                       "f": pa.array([None if v is None or v != v else v for v in np.array(floats, dtype=object)[src]],
+                                     pa.float64())})
+    expanded = _as_dict(*numpy_partials(aggs, no_nan, Groups(win), t[src], None))
+    assert ranged.keys() == expanded.keys()
+    for name in ranged:
+        if name in ("a5:v", "a6:v"):  # min(f), max(f): NaN skipped, a window of NaN only gives NaN
+            want = [v if v is not None or not n else float("nan") for v, n in zip(expanded[name], ranged[name[:3] + "n"])]
+            assert [("nan" if v != v else v) if v is not None else None for v in ranged[name]] == \
+                [("nan" if v != v else v) if v is not None else None for v in want], name
+        elif name in ("a4:s", "a4:n", "a5:n", "a6:n"):   # avg(f)'s sum; counts of f include NaN values
+            continue
+        else:
+            assert ranged[name] == expanded[name], name
+    for w, (a, b) in enumerate(zip(lo, hi)):
+        fs = [v for v in floats[a:b] if v is not None]
+        assert ranged["a4:n"][w] == ranged["a5:n"][w] == ranged["a6:n"][w] == len(fs)
+        if fs and all(v == v for v in fs):
+            assert ranged["a4:s"][w] == pytest.approx(sum(fs), rel=1e-12, abs=1e-9)
+        elif fs:
+            assert ranged["a4:s"][w] != ranged["a4:s"][w]  # a NaN value makes the sum NaN

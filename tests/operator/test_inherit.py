@@ -106,7 +106,7 @@ def test_a_window_whose_every_row_is_retracted_is_only_retracted():
 
 def test_top_n_per_window_over_retracting_per_key_sums():
     s2 = TestStream(window="inherit", timestamp_column="pane_timestamp", trigger="AfterWatermark(early=AfterCount(1))",
-                    aggregate="spark_windowing.accumulations:TopN(2, total, k)",
+                    aggregate="spark_windowing.aggregates.accumulations:TopN(2, total, k)",
                     accumulation_mode="accumulating_and_retracting")
     base = {"window_start": 0, "window_end": 10, "pane_timestamp": 9}
     s2.add_elements([{**base, "k": k, "total": t, "kind": "TRIGGER"} for k, t in (("a", 5), ("b", 9), ("c", 7))])

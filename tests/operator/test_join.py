@@ -1,4 +1,4 @@
-"""Two streams merged per key and window: join=inner|left|outer|cogroup (spark_windowing.join).
+"""Two streams merged per key and window: join=inner|left|outer|cogroup (spark_windowing.operator.join).
 
     stream 1:   a@1  a@4 |        b@12          tumbling(10 ms), watermark -> 20
     stream 2:        a@7 |  a@13
@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_windowing import join as J
 from spark_windowing._time import MIN_TIME
 from spark_windowing.errors import OptionError
-from spark_windowing.spec import OperatorSpec
+from spark_windowing.operator import join as J
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.watermark import parse_watermark
 from spark_windowing.testing import TestStream
-from spark_windowing.watermark import parse_watermark
 
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
 KW = dict(key_columns="k", schema=SCHEMA, schema2=SCHEMA,
@@ -307,7 +307,7 @@ def test_merge_watermarks_never_goes_back():
     (dict(join="inner", window="count(3)"), "window"),
     (dict(join="inner", window="record_sliding(1 second)"), "window"),
     (dict(join="inner", aggregate=None, process="tests.operator.fixtures.process_functions:ids"), "process"),
-    (dict(join="inner", aggregate2="spark_windowing.accumulations:TopN(3, v, v)"), "aggregate2"),
+    (dict(join="inner", aggregate2="spark_windowing.aggregates.accumulations:TopN(3, v, v)"), "aggregate2"),
 ])
 def test_bad_join_options(kwargs, option):
     base = dict(window="tumbling(1 second)", aggregate="count(*) AS c1", key_columns="k")

@@ -13,11 +13,11 @@ import uuid
 import pyarrow as pa
 import pytest
 
-from spark_windowing.datasource.storage import local_copies
 from spark_windowing.datasource import storage
+from spark_windowing.datasource.storage import local_copies
 from spark_windowing.errors import SnapshotError
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.state.store import StateStore
 from tests.objectstore import count
 
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from event_streams import streams
 
 from spark_windowing.errors import OptionError
-from spark_windowing.spec import OperatorSpec
+from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.testing import TestStream
-from spark_windowing.windows import CountEvery, SlidingEvery, parse_window
+from spark_windowing.windows.kinds import CountEvery, SlidingEvery, parse_window
 from tests.operator.storm_port import StormWindow
 
 KW = dict(aggregate="collect_list(i) AS ids, first(i) AS f, last(i) AS l, sum(i) AS s, count(*) AS n",

@@ -1,4 +1,4 @@
-"""The pane timeline (``spark_windowing.plot``): load pane tables, draw them, count what was drawn.
+"""The pane timeline (``spark_windowing.tools.plot``): load pane tables, draw them, count what was drawn.
 
 No Spark: pane tables are written by hand with ``deltalake.write_deltalake``. The scenario
 (event time in seconds after 2026-11-21T12:00:00Z; ``@wm`` is the watermark the pane fired at)::
@@ -30,7 +30,7 @@ import pytest
 from deltalake import write_deltalake
 
 from spark_windowing.panes import pane_schema
-from spark_windowing.plot import INSTALL_HINT, load_panes, main, plot_panes
+from spark_windowing.tools.plot import INSTALL_HINT, load_panes, main, plot_panes
 
 pytest.importorskip("matplotlib")
 
@@ -234,13 +234,13 @@ def test_empty_table_still_writes_an_image(tmp_path):
 def test_module_cli_in_subprocess_without_pyspark(sink, tmp_path):
     out = str(tmp_path / "cli.png")
     code = ("import runpy, sys; sys.argv = ['plot', %r, '-o', %r]\n"
-            "try:\n    runpy.run_module('spark_windowing.plot', run_name='__main__')\n"
+            "try:\n    runpy.run_module('spark_windowing.tools.plot', run_name='__main__')\n"
             "except SystemExit as e:\n    assert e.code == 0, e.code\n"
             "assert 'pyspark' not in sys.modules, 'spark_windowing imported pyspark'\n") % (sink, out)
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "spark_windowing.plot", sink, "-o", out,
+    proc = subprocess.run([sys.executable, "-m", "spark_windowing.tools.plot", sink, "-o", out,
                            "--keys", "1"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"wrote {out}: 1 of 3 keys")
@@ -249,7 +249,7 @@ def test_module_cli_in_subprocess_without_pyspark(sink, tmp_path):
 
 def test_missing_matplotlib_names_the_extra(sink, tmp_path):
     code = ("import sys; sys.modules['matplotlib'] = None\n"
-            "from spark_windowing.plot import main\n"
+            "from spark_windowing.tools.plot import main\n"
             "sys.exit(main([%r, '-o', %r]))\n") % (sink, str(tmp_path / "m.png"))
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                           timeout=120)

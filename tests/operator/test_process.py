@@ -20,7 +20,7 @@ from test_properties import SETTINGS, apply, operations, triggers, typeable, win
 
 from reference import ReferenceStream
 from spark_windowing.errors import OptionError, ProcessError
-from spark_windowing.spec import OperatorSpec
+from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.testing import TestStream
 from tests.operator.fixtures.process_functions import describe
 

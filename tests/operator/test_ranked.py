@@ -11,7 +11,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
-from spark_windowing import aggregates as agg
+from spark_windowing.aggregates.binding import bind_aggregates
+from spark_windowing.aggregates.parsing import parse_aggregates
 from spark_windowing.errors import OptionError
 from spark_windowing.testing import TestStream
 
@@ -50,7 +51,7 @@ def test_most_frequent_keeps_tied_counts_most_frequent_first_then_by_value_with_
 
 
 def test_the_struct_carries_the_columns_types():
-    (bound,) = agg.bind_aggregates(agg.parse_aggregates("max_rows(price, auction, bidder, date_time, price)"), BIDS)
+    (bound,) = bind_aggregates(parse_aggregates("max_rows(price, auction, bidder, date_time, price)"), BIDS)
     (field,) = bound.output_fields()
     assert field.name == "max_rows(price)"
     assert field.type == pa.list_(pa.struct([("price", pa.decimal128(10, 2)), ("auction", pa.int64()),
@@ -87,7 +88,7 @@ def test_a_merged_session_ranks_the_rows_of_both_parts():
 ])
 def test_bad_ranked_rows_fail_at_parse_naming_the_item(text, fragment):
     with pytest.raises(OptionError) as info:
-        agg.parse_aggregates(text)
+        parse_aggregates(text)
     assert fragment in str(info.value)
     assert "max_rows(x, col, ...)" in str(info.value) and "most_frequent(n, x)" in str(info.value)
 
@@ -98,14 +99,14 @@ def test_bad_ranked_rows_fail_at_parse_naming_the_item(text, fragment):
 ])
 def test_unknown_columns_fail_at_bind(text, fragment):
     with pytest.raises(OptionError) as info:
-        agg.bind_aggregates(agg.parse_aggregates(text), BIDS, text)
+        bind_aggregates(parse_aggregates(text), BIDS, text)
     assert fragment in str(info.value)
 
 
 def test_a_list_column_cannot_be_ranked():
     schema = pa.schema([("tags", pa.list_(pa.string())), ("ts", pa.int64())])
     with pytest.raises(OptionError, match="needs an orderable column"):
-        agg.bind_aggregates(agg.parse_aggregates("max_rows(tags)"), schema)
+        bind_aggregates(parse_aggregates("max_rows(tags)"), schema)
 
 
 def test_each_side_of_a_join_ranks_its_own_rows_under_its_own_column_names():

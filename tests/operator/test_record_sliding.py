@@ -30,7 +30,7 @@ from event_streams import streams as _streams
 
 from spark_windowing.errors import OptionError
 from spark_windowing.testing import TestStream
-from spark_windowing.windows import RecordSliding, parse_window
+from spark_windowing.windows.kinds import RecordSliding, parse_window
 
 AGG = "collect_list(i) AS ids, first(i) AS f, last(i) AS l, sum(i) AS s, count(*) AS n, min(ts) AS lo, max(ts) AS hi"
 NEG_INF = -(10 ** 12)

@@ -17,14 +17,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_windowing.datasource.storage import layout
-from spark_windowing.datasource.source import rescale
 from spark_windowing.datasource import storage
-from spark_windowing.errors import OptionError, SnapshotError
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore
-from spark_windowing.segments import manifest_uri
+from spark_windowing.datasource.source import rescale
 from spark_windowing.datasource.source.sharding import shard_of
+from spark_windowing.datasource.storage import layout
+from spark_windowing.errors import OptionError, SnapshotError
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.state.segments import manifest_uri
+from spark_windowing.state.store import StateStore
 
 MS = 1000
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])

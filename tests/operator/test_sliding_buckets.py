@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_windowing.operator import WindowedOperator
+from spark_windowing.operator.windowed import WindowedOperator
 from spark_windowing.testing import TestStream
 
 steps = st.lists(st.one_of(

@@ -57,3 +57,44 @@ def test_snapshot_of_an_unbound_operator_restores():
     spec = OperatorSpec.from_options(window="tumbling(1 second)", aggregate="count(*) AS n")
     op = restore(spec, snapshot(WindowedOperator(spec)))
     assert not op.bound and op.num_windows == 0
+
+
+def test_a_pickle_naming_a_module_path_of_release_0_1_0_loads():
+    """A process function's panes are ``PaneBuffer`` cells, pickled in snapshots by class path;
+    0.1.0 wrote ``spark_windowing.process.PaneBuffer`` (now ``spark_windowing.aggregates.process``)."""
+    import pickle
+    import sys
+
+    import pyarrow as pa
+
+    from spark_windowing.aggregates import process
+    from spark_windowing.state.state_codec import loads
+
+    buf = process.PaneBuffer()
+    buf.fresh = [pa.table({"v": [1, 2], "__ts": [3, 4], "__arr": [0, 1]})]
+    sys.modules["spark_windowing.process"], process.PaneBuffer.__module__ = process, "spark_windowing.process"
+    try:
+        old = pickle.dumps({"cells": [buf]}, protocol=5)
+    finally:
+        del sys.modules["spark_windowing.process"]
+        process.PaneBuffer.__module__ = process.__name__
+    assert b"spark_windowing.process" in old and b"aggregates" not in old
+    with pytest.raises(ModuleNotFoundError):
+        pickle.loads(old)
+    got = loads(old)["cells"][0]
+    assert type(got) is process.PaneBuffer and got.fresh[0].equals(buf.fresh[0])
+
+
+def test_a_custom_accumulation_target_of_release_0_1_0_still_loads():
+    """``spark_windowing.accumulations:TopN`` is part of a query's spec (and fingerprint): a query
+    restarted with the target it started with finds the class at its new path."""
+    import pyarrow as pa
+
+    from spark_windowing.aggregates.accumulations import TopN
+    from spark_windowing.aggregates.binding import bind_aggregates
+    from spark_windowing.aggregates.parsing import parse_aggregates
+
+    schema = pa.schema([("v", pa.int64()), ("k", pa.string())])
+    for target in ("spark_windowing.accumulations:TopN(2, v, k)", "spark_windowing.aggregates.accumulations:TopN(2, v, k)"):
+        (bound,) = bind_aggregates(parse_aggregates(target), schema, target)
+        assert isinstance(bound.custom, TopN)

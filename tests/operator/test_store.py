@@ -1,4 +1,4 @@
-"""The state store (spark_windowing.store): bucketed, lazily loaded, incrementally persisted and
+"""The state store (spark_windowing.state.store): bucketed, lazily loaded, incrementally persisted and
 spilled state gives exactly the panes and late rows of the plain in-memory operator.
 
 The property test runs the same random stream through a plain ``WindowedOperator`` and through a
@@ -20,10 +20,10 @@ from test_properties import triggers
 
 from spark_windowing.datasource import storage
 from spark_windowing.errors import SnapshotError
-from spark_windowing.operator import WindowedOperator
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.store import StateStore
-from spark_windowing.segments import collect_garbage, manifest_uri
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.windowed import WindowedOperator
+from spark_windowing.state.segments import collect_garbage, manifest_uri
+from spark_windowing.state.store import StateStore
 
 MS = 1000
 WINDOWS = ["tumbling(10 milliseconds)", "sliding(20 milliseconds, 5 milliseconds)", "session(7 milliseconds)",
@@ -283,8 +283,8 @@ JOIN_WINDOWS = [w for w in WINDOWS if not w.startswith(("count", "record_sliding
 @given(scenarios(), st.sampled_from(JOIN_WINDOWS), st.sampled_from(["inner", "left", "outer", "cogroup"]),
        st.integers(1, 6), st.data())
 def test_store_matches_in_memory_operator_for_joins(tmp_path_factory, case, window, how, max_rows, data):
-    """Two streams (spark_windowing.join): the store keeps the side counters like any state."""
-    from spark_windowing import join
+    """Two streams (spark_windowing.operator.join): the store keeps the side counters like any state."""
+    from spark_windowing.operator import join
     _, trigger, mode, lateness, agg, steps = case
     if agg.startswith(PROCESS):  # no process functions with join
         agg = "sum(v) AS s, count(*) AS n"
@@ -345,8 +345,8 @@ def test_segments_written_without_compression_are_read(tmp_path, monkeypatch):
     """A state location written as releases before LZ4 segments and version-2 manifests wrote it
     (plain IPC segments, every state column in them, manifest version 1) restores to the same
     panes."""
-    import spark_windowing.segments as segments_module
-    import spark_windowing.store as store_module
+    import spark_windowing.state.segments as segments_module
+    import spark_windowing.state.store as store_module
     spec = _spec("tumbling(1000 milliseconds)", "", "discarding", 0, "sum(v) AS s")
     monkeypatch.setattr(segments_module, "_SEGMENT_IPC", pa.ipc.IpcWriteOptions(compression=None))
     monkeypatch.setattr(segments_module, "MANIFEST_VERSION", 1)

@@ -13,7 +13,7 @@ from flink_port import sliding_offset_ok, sliding_starts, tumbling_offset_ok, wi
 
 from spark_windowing.errors import OptionError
 from spark_windowing.testing import TestStream
-from spark_windowing.windows import parse_window
+from spark_windowing.windows.kinds import parse_window
 
 MS = 1000
 times = st.lists(st.integers(-500, 500), min_size=1, max_size=20)

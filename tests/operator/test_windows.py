@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_windowing.errors import OptionError
-from spark_windowing.windows import Cumulate, Sliding, Tumbling, parse_window
+from spark_windowing.windows.kinds import Cumulate, Sliding, Tumbling, parse_window
 
 times = st.lists(st.integers(-10_000, 10_000), min_size=1, max_size=30)
 

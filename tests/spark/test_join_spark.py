@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from spark_windowing import join as J
 from spark_windowing._time import MIN_TIME
 from spark_windowing.errors import OptionError
+from spark_windowing.operator import join as J
 from spark_windowing.testing import TestStream
 from tests.spark._helpers import offsets, rows, run_to_sink
 from tests.spark.test_source import SEC, T0

@@ -223,7 +223,7 @@ def test_current_says_which_windows_are_closed_without_new_panes(spark, tmp_path
     final_panes = {(r["user_id"], r["window_end"]) for r in triggers.to_pylist() if r["is_final"]}
     assert [r for r in closed if (r["user_id"], r["window_end"]) not in final_panes]
     # the pane timeline frames the closed windows
-    from spark_windowing.plot import load_panes, plot_panes
+    from spark_windowing.tools.plot import load_panes, plot_panes
     loaded = load_panes(str(panes)).to_pylist()
     assert {(r["user_id"], r["window_end"]) for r in loaded if r["window_closed"]} == \
         {(r["user_id"], r["window_end"]) for r in closed}

@@ -15,8 +15,8 @@ from pyspark.sql.streaming.datasource import ReadMaxFiles
 
 from spark_windowing.datasource.source import affinity, shard_reports
 from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
-from spark_windowing.store import StateStore
-from spark_windowing.segments import manifest_uri
+from spark_windowing.state.segments import manifest_uri
+from spark_windowing.state.store import StateStore
 
 SEC = 1_000_000
 T0 = 1_767_225_600_000_000

@@ -337,7 +337,7 @@ def test_an_event_from_2099_moves_no_watermark_of_window_df(spark, tmp_path):
 STAGE1 = {"timestampColumn": "ts", "keyColumns": "k", "window": "tumbling(8 seconds)", "aggregate": "sum(v) AS total",
           "trigger": "AfterWatermark(early=AfterCount(1))", "accumulationMode": "accumulating_and_retracting",
           "watermark": "bounded(2 seconds)"}
-STAGE2 = {"window": "inherit", "aggregate": "spark_windowing.accumulations:TopN(2, total, k)",
+STAGE2 = {"window": "inherit", "aggregate": "spark_windowing.aggregates.accumulations:TopN(2, total, k)",
           "trigger": "AfterWatermark(early=AfterCount(1))", "accumulationMode": "accumulating_and_retracting"}
 
 

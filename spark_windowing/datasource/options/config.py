@@ -11,8 +11,8 @@ from typing import Any
 
 from spark_windowing.datasource.storage.layout import SOURCES_DIR
 from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.watermark import WatermarkStrategy
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.watermark import WatermarkStrategy
 
 DEFAULT_SHARDS = 2
 #: ``malformedEvents``: events whose event time cannot be read go to the late-data table; the

@@ -136,8 +136,8 @@ OPTIONS: tuple[Option, ...] = (
            "as a list of structs of `x` and the `col`s), `most_frequent(n, x)` (the values of `x` whose count ranks in "
            "the n largest, ties kept, as a list of structs `{x, count}`), each with optional `AS name`; or `module:Class[(arg, ...)]` "
            "(custom accumulation: `output_fields`, `initial()`, `add(acc, elements)`, `merge(accs)`, "
-           "`output(acc)`, optional `retract(acc, elements)`; see `spark_windowing/aggregates.py`; ready-made: "
-           "`spark_windowing.accumulations:TopN(n, value, label)`)", "required unless `process`"),
+           "`output(acc)`, optional `retract(acc, elements)`; see `spark_windowing/aggregates/parsing.py`; ready-made: "
+           "`spark_windowing.aggregates.accumulations:TopN(n, value, label)`)", "required unless `process`"),
     Option("process", "reader", "Windows, triggers and aggregates",
            "`module:function` called once per fired pane with the pane's elements in arrival order (what the "
            "accumulation mode puts in the pane, after the evictor) (Arrow table; pandas DataFrame if "
@@ -146,7 +146,7 @@ OPTIONS: tuple[Option, ...] = (
            "`is_final`, `watermark`, `batch_time`, and `new` / `evicted` / `expired` elements); returns "
            "`{column: value}` for the columns it declares in `f.output_fields` (pyarrow fields or a schema). "
            "Buffers every element of a window; with `window=inherit` the input must have no RETRACTION rows "
-           "(a RETRACTION row is an error); see `spark_windowing/process.py`", "instead of `aggregate`"),
+           "(a RETRACTION row is an error); see `spark_windowing/aggregates/process.py`", "instead of `aggregate`"),
     Option("evictor", "reader", "Windows, triggers and aggregates",
            "with `process`: `count(n)` (keep the last n), `time(d)` (keep `ts > max ts − d`), "
            "`delta(threshold, column)` (evict `\\|column − last element's\\| ≥ threshold`) — Flink's evictors, "
@@ -225,7 +225,7 @@ OPTIONS: tuple[Option, ...] = (
            "`aggregate` over stream 1 and `aggregate2` over stream 2; the watermark is the earlier of the two "
            "streams' watermarks (each from `watermark`), never decreasing; late/malformed rows of both go to "
            "`lateDataPath` with `join_side` (1, 2) and stream 2's columns as `__s2_<name>`. See "
-           "[Two streams](windows.md#two-streams-merged-per-key-and-window) and `spark_windowing/join.py`",
+           "[Two streams](windows.md#two-streams-merged-per-key-and-window) and `spark_windowing/operator/join.py`",
            "off"),
     Option("source2", "reader", "Two streams merged per key and window",
            "the second upstream (any `source` but `panes` and `kafka`); needs `join`, and a "

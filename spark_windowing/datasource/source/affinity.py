@@ -63,11 +63,11 @@ import socket
 import time
 from typing import TYPE_CHECKING, Callable
 
-from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource import storage
+from spark_windowing.datasource.storage import layout, local_copies
 
 if TYPE_CHECKING:  # pragma: no cover
-    from spark_windowing.store import StateStore
+    from spark_windowing.state.store import StateStore
 
 __all__ = ["shard_to_run", "slots", "claim_shard", "claim_shard_conditional", "held_shards", "keep_open", "take_open",
            "executor_tag"]

@@ -10,9 +10,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from spark_windowing import join
+from spark_windowing.operator import join
 from spark_windowing.datasource.source.checks import corrupt_sample, malformed_sample
-from spark_windowing.elements import corrupt_mask, future_mask
+from spark_windowing.operator.elements import corrupt_mask, future_mask
 
 
 @dataclass

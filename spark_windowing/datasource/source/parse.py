@@ -11,20 +11,20 @@ from dataclasses import replace
 
 from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, END_OF_INPUT, EXECUTION, MALFORMED_EVENTS,
                                                        PROC_TIME_COLUMN, SourceConfig)
-from spark_windowing.datasource.storage.layout import SOURCES2_DIR
-from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
+from spark_windowing._time import parse_duration
 from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import bool_option, int_option
+from spark_windowing.datasource.storage.layout import SOURCES2_DIR
+from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
 from spark_windowing.datasource.upstreams import UPSTREAMS
-from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError, UnknownOptionError
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.watermark import parse_watermark
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.watermark import parse_watermark
 
 #: ``maxEventTimeAhead``'s default: no real stream has valid events a day ahead of the clock, while
 #: one event dated years ahead would close every open window (docs/semantics.md, events from the future).
 DEFAULT_MAX_EVENT_TIME_AHEAD = "1 day"
-#: Options of a second stream merged per key and window (spark_windowing.join), besides the
+#: Options of a second stream merged per key and window (spark_windowing.operator.join), besides the
 #: joinable kinds' own options suffixed with 2 (a generated stream 2: ``eventsPerBatch2``, ...).
 _JOIN_OWN = ("join", "path2", "schema2", "timestampcolumn2", "keycolumns2", "aggregate2", "maxfilespertrigger2",
              "startingversion2")

@@ -52,7 +52,7 @@ from spark_windowing.datasource.source import shard_reports, shard_state
 from spark_windowing.datasource.source.affinity import keep_open
 from spark_windowing.datasource.storage import layout, local_copies
 from spark_windowing.datasource.tables.late import append_late_rows
-from spark_windowing.segments import collect_garbage
+from spark_windowing.state.segments import collect_garbage
 
 __all__ = ["ShardRun", "open_shard", "step_shard", "finish_shard", "collect_shard_garbage", "GC_EVERY", "ms"]
 

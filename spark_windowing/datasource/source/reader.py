@@ -55,12 +55,12 @@ from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.datasource.source.parse import parse_options
 from spark_windowing.datasource.upstreams import Upstream, upstream_for
-from spark_windowing import join
+from spark_windowing.operator import join
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
 from spark_windowing.errors import OptionError
-from spark_windowing.operator import WindowedOperator
+from spark_windowing.operator.windowed import WindowedOperator
 from spark_windowing.panes import CORRUPT_RECORD, TIMESTAMP
-from spark_windowing.process import load_process
+from spark_windowing.aggregates.process import load_process
 
 
 
@@ -76,7 +76,7 @@ class UpstreamShard:
 
 
 def input_schema(cfg: SourceConfig) -> pa.Schema:
-    if cfg.stream2 is not None:  # join: the union of both streams (spark_windowing.join)
+    if cfg.stream2 is not None:  # join: the union of both streams (spark_windowing.operator.join)
         return join.union_schema(upstream_for(cfg).schema(), upstream_for(cfg.stream2).schema(), cfg.spec)
     schema = upstream_for(cfg).schema()
     if cfg.processing_time_windows:

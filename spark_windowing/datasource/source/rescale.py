@@ -43,10 +43,10 @@ import pyarrow as pa
 from spark_windowing._arrow import get_column
 from spark_windowing._hash import hash_columns
 from spark_windowing.errors import OptionError, SnapshotError
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.state_codec import restore_scalars
-from spark_windowing.store import StateStore
-from spark_windowing.windows import CountWindow
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.state.state_codec import restore_scalars
+from spark_windowing.state.store import StateStore
+from spark_windowing.windows.kinds import CountWindow
 
 
 def shards_of(offset: dict, recorded: int) -> int:

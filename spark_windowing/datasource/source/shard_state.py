@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from spark_windowing.datasource.storage import layout, local_copies
-from spark_windowing.datasource.source import rescale
 from spark_windowing.datasource import storage
-from spark_windowing.datasource.source.affinity import take_open
 from spark_windowing.datasource.options.config import SourceConfig
-from spark_windowing.store import StateStore
-from spark_windowing.segments import manifest_digest, manifest_uri
+from spark_windowing.datasource.source import rescale
+from spark_windowing.datasource.source.affinity import take_open
+from spark_windowing.datasource.storage import layout, local_copies
+from spark_windowing.state.segments import manifest_digest, manifest_uri
+from spark_windowing.state.store import StateStore
 
 __all__ = ["open_store", "reload_counts", "CONTINUED", "CAUGHT_UP", "REOPENED"]
 

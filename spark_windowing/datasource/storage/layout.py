@@ -3,7 +3,7 @@
 A query's state location ``S`` (``stateLocation``)::
 
     S/spec.json                         shard count, key buckets and spec fingerprint it was written with
-    S/shards/<shard:04d>/               one state store per shard (``spark_windowing.store``)
+    S/shards/<shard:04d>/               one state store per shard (``spark_windowing.state.store``)
     S/reports/<seq>/shard-<i>.<summary>.json
                                         what each shard's step did in micro-batch ``seq``; the name
                                         carries what the driver plans from (``shard_reports``)

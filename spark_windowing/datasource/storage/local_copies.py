@@ -11,7 +11,7 @@ object store is also written to the executor's local directory (the first of ``S
 which Spark gives its Python workers and deletes with the executor), and a segment is read from
 there first. Flink's task-local recovery keeps the same kind of secondary copy.
 
-Why the copies are always right: a segment is never overwritten (``spark_windowing.store``: a new
+Why the copies are always right: a segment is never overwritten (``spark_windowing.state.store``: a new
 name per attempt), so a copy is the object itself; every range read from it is still checked
 against the checksum the manifest gives, and manifests are always read from ``stateLocation``.
 A segment with no local copy (another executor wrote it; this executor is new) is read whole from
@@ -57,7 +57,7 @@ def io_for(state: str, shard: int, root: str) -> Any:
 
 
 class LocalCopies:
-    """``spark_windowing.store``'s ``io`` for one shard's store root on an object store: the
+    """``spark_windowing.state.store``'s ``io`` for one shard's store root on an object store: the
     ``storage`` module, with segments written to and read from a local copy as well. Counts the
     segment reads it served locally and from ``stateLocation`` (``remote_reads``)."""
 

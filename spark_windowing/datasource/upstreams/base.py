@@ -42,7 +42,7 @@ from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 
 if TYPE_CHECKING:
     from spark_windowing.datasource.options.config import SourceConfig
-    from spark_windowing.spec import OperatorSpec
+    from spark_windowing.operator.spec import OperatorSpec
 
 _SCHEMA_CACHE: dict[tuple, pa.Schema] = {}
 

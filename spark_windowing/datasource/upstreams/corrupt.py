@@ -6,7 +6,7 @@ value that does not cast, a Kafka value that does not decode: each becomes one r
 columns are all null, whose ``_corrupt_record`` holds its raw text, and whose ``_origin`` says
 where it came from (``file:line`` / ``file:row N``; Kafka rows carry topic, partition and offset).
 The operator sends every row with a ``_corrupt_record`` to the late-data table as ``malformed``
-(``spark_windowing.elements``); the other rows of the same file or batch go on as usual.
+(``spark_windowing.operator.elements``); the other rows of the same file or batch go on as usual.
 
 Vectorized: a block of lines is parsed in one Arrow call; only a block that fails is cut in halves
 (``parse_lines``), so a file with ``b`` bad lines of ``n`` costs about ``b · log2(n)`` extra

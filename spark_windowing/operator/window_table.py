@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 if TYPE_CHECKING:
-    from spark_windowing.aggregates import BoundAggregate
-    from spark_windowing.spec import OperatorSpec
+    from spark_windowing.aggregates.binding import BoundAggregate
+    from spark_windowing.operator.spec import OperatorSpec
 
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min

@@ -47,7 +47,7 @@ class WindowFn:
     merging: ClassVar[bool] = False
     same_start: ClassVar[bool] = False  # several windows of a key may share a start
     count_based: ClassVar[bool] = False  # windows by element count, not time
-    mixed: ClassVar[bool] = False  # Storm's count/time mixes: evaluated by spark_windowing.mixed
+    mixed: ClassVar[bool] = False  # Storm's count/time mixes: evaluated by spark_windowing.windows.mixed
     inherit: ClassVar[bool] = False  # windows read from the input's window_start/window_end
     inclusive_end: ClassVar[bool] = False  # pane rows report the last instant in the window as window_end
 
@@ -227,7 +227,7 @@ class CountEvery(WindowFn):
     (its window changed since the previous boundary) gets one window: its last ``size`` elements
     with ``ts < b`` in timestamp order (ties: arrival order), fired once, ON_TIME and final, with
     ``window_seq = k``. An element whose first boundary (the first ``b > ts``) is at or behind the
-    watermark is late. See ``spark_windowing.mixed`` for the exact rules and how they relate to Storm.
+    watermark is late. See ``spark_windowing.windows.mixed`` for the exact rules and how they relate to Storm.
     """
 
     size: int
@@ -260,7 +260,7 @@ class SlidingEvery(WindowFn):
     order, ties by arrival) triggers a window holding the key's elements with
     ``t − size < ts <= t`` (``t`` = the triggering element's time), fired once the watermark passes
     ``t`` — ON_TIME and final, ``window_seq`` = the trigger's number (0-based). Elements behind the
-    watermark are late. See ``spark_windowing.mixed``."""
+    watermark are late. See ``spark_windowing.windows.mixed``."""
 
     size: int
     every: int
@@ -285,7 +285,7 @@ class RecordSliding(WindowFn):
     the timestamps' grain: 1 ms for millisecond epochs as in Kafka, 1 µs for timestamp columns).
     Each window fires once, ON_TIME and final, when the watermark passes its end plus
     ``allowedLateness`` (Kafka's ``suppress(untilWindowCloses)``). Pane rows report the inclusive
-    end as ``window_end``. See ``spark_windowing.mixed`` for the exact rules."""
+    end as ``window_end``. See ``spark_windowing.windows.mixed`` for the exact rules."""
 
     size: int
     mixed: ClassVar[bool] = True
@@ -317,7 +317,7 @@ class Inherit(WindowFn):
     """Window propagation (Apex): every input row already names its window in the columns
     ``window_start`` / ``window_end`` (timestamps; e.g. the pane rows of another windowed query)
     and is aggregated into exactly that window of its key. A row whose ``kind`` column is
-    ``RETRACTION`` is subtracted (see ``spark_windowing.operator``), so windowed queries chain:
+    ``RETRACTION`` is subtracted (see ``spark_windowing.operator.windowed``), so windowed queries chain:
     per-key sums upstream, then e.g. the top keys per window downstream. Rows with a null or
     inverted window are malformed."""
 

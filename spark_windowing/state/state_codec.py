@@ -9,17 +9,33 @@ values, custom accumulators, last fired values) pickled into binary cells, datet
 
 from __future__ import annotations
 
+import io
 import pickle
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+from spark_windowing._old_paths import current_module
 from spark_windowing.errors import SnapshotError
 
 if TYPE_CHECKING:  # the operator is passed in, never imported: this module sits below it
-    from spark_windowing.operator import WindowedOperator
-    from spark_windowing.spec import OperatorSpec
+    from spark_windowing.operator.windowed import WindowedOperator
+    from spark_windowing.operator.spec import OperatorSpec
+
+class _Unpickler(pickle.Unpickler):
+    """Reads classes by their module path now when a snapshot names an earlier release's path
+    (``_old_paths``: ``spark_windowing.process.PaneBuffer`` is
+    ``spark_windowing.aggregates.process.PaneBuffer``)."""
+
+    def find_class(self, module: str, name: str):
+        return super().find_class(current_module(module), name)
+
+
+def loads(data: bytes):
+    """``pickle.loads`` for state: Python-object cells and operator extras of any release."""
+    return _Unpickler(io.BytesIO(data)).load()
+
 
 #: The operator's scalar state, stored by every snapshot next to the window rows.
 SCALARS = ("wm", "proc", "seq", "next_rid")
@@ -103,7 +119,7 @@ def table_to_cols(op: WindowedOperator, table: pa.Table, kinds: dict[str, str] |
         col = table.column("s:" + name)
         if kind == "pickle":
             arr = np.empty(len(col), dtype=object)
-            arr[:] = [pickle.loads(v) for v in col.to_pylist()]
+            arr[:] = [loads(v) for v in col.to_pylist()]
         elif kind.startswith("dt:"):
             arr = col.to_numpy().astype(np.dtype(kind[3:]))
         else:

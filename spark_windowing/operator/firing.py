@@ -24,19 +24,21 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing import aggregates as agg
-from spark_windowing import join
 from spark_windowing._time import GLOBAL_END, GLOBAL_START, MAX_TIME
-from spark_windowing.output import Clock, StepOutput, ts_array
+from spark_windowing.aggregates.binding import BoundAggregate
+from spark_windowing.aggregates.outputs import outputs
+from spark_windowing.aggregates.partials import reset_rows
+from spark_windowing.operator import join
+from spark_windowing.operator.output import Clock, StepOutput, ts_array
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, TIMESTAMP, TIMING_EARLY, TIMING_LATE,
                                    TIMING_ON_TIME)
-from spark_windowing.process import PaneInfo
-from spark_windowing.triggers import NONE, Ctx
-from spark_windowing.window_table import I64_MAX, I64_MIN, WindowTable
-from spark_windowing.windows import CountWindow
+from spark_windowing.aggregates.process import PaneInfo
+from spark_windowing.operator.window_table import I64_MAX, I64_MIN, WindowTable
+from spark_windowing.triggers.tree import NONE, Ctx
+from spark_windowing.windows.kinds import CountWindow
 
 if TYPE_CHECKING:
-    from spark_windowing.spec import OperatorSpec
+    from spark_windowing.operator.spec import OperatorSpec
 
 TIMINGS = np.array([TIMING_EARLY, TIMING_ON_TIME, TIMING_LATE], dtype=object)
 EARLY, ON_TIME, LATE = 0, 1, 2
@@ -56,7 +58,7 @@ class TriggerDriver:
     rebound); ``pane_schema`` and ``output_fields`` give the current pane schema and the
     aggregates' output fields."""
 
-    def __init__(self, spec: "OperatorSpec", table: WindowTable, aggs: list[agg.BoundAggregate],
+    def __init__(self, spec: "OperatorSpec", table: WindowTable, aggs: list[BoundAggregate],
                  pane_schema: Callable[[], pa.Schema], output_fields: Callable[[], list[pa.Field]]) -> None:
         self.spec, self.table, self.aggs = spec, table, aggs
         self.pane_schema, self.output_fields = pane_schema, output_fields
@@ -112,7 +114,7 @@ class TriggerDriver:
         """Mark ``rows`` finished: tombstones without contents until they expire."""
         if len(rows):
             self.table.closed[rows] = True
-            agg.reset_rows(self.aggs, self.table.cols, rows, finished=True)
+            reset_rows(self.aggs, self.table.cols, rows, finished=True)
 
     # ------------------------------------------------------------------ panes
     def emit(self, rows: np.ndarray, eow_due: np.ndarray, finished: np.ndarray, clock: Clock,
@@ -126,7 +128,7 @@ class TriggerDriver:
             final = finished | self.complete()[rows]
         else:
             final = finished | (we + spec.allowed_lateness <= clock.wm)
-        values = agg.outputs(self.aggs, cols, rows, lambda: self._pane_info(rows, timing, final, clock))
+        values = outputs(self.aggs, cols, rows, lambda: self._pane_info(rows, timing, final, clock))
         emit = self._worth_emitting(rows, values)
         gone = cols["net"][rows] <= 0 if spec.window.inherit else np.zeros(len(rows), dtype=bool)
         pts = self._pane_timestamps(rows)
@@ -202,7 +204,7 @@ class TriggerDriver:
         cols["hold_min"][clear] = I64_MAX
         cols["hold_max"][clear] = I64_MIN
         if spec.discarding:
-            agg.reset_rows(self.aggs, cols, rows)
+            reset_rows(self.aggs, cols, rows)
 
     def _pane_info(self, rows: np.ndarray, timing: np.ndarray, final: np.ndarray, clock: Clock) -> PaneInfo:
         """The firing of ``rows`` as a process function sees it (the pane rows' values)."""

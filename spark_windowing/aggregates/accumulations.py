@@ -1,4 +1,4 @@
-"""Ready-made custom accumulations, for ``aggregate="spark_windowing.accumulations:<Class>(...)"``.
+"""Ready-made custom accumulations, for ``aggregate="spark_windowing.aggregates.accumulations:<Class>(...)"``.
 
 ``TopN(n, value, label)``
     The ``n`` elements with the largest ``value`` (ties: smallest ``label``) as a list of

@@ -23,9 +23,9 @@ import struct
 import pyarrow as pa
 
 from spark_windowing.errors import SnapshotError
-from spark_windowing.operator import WindowedOperator
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.state_codec import (check_fingerprint, column_kinds, extra_state, restore_extra,
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.windowed import WindowedOperator
+from spark_windowing.state.state_codec import (check_fingerprint, column_kinds, extra_state, loads, restore_extra,
                                          restore_scalars, rows_to_table, scalars, table_to_cols)
 
 MAGIC = b"SWSNAP\x00\x01"
@@ -80,6 +80,6 @@ def restore(spec: OperatorSpec, blob: bytes, *, where: str = "snapshot") -> Wind
     op.bind(schema)
     ipc_end = header["schema_len"] + header["ipc_len"]
     table = pa.ipc.open_stream(body[header["schema_len"]:ipc_end]).read_all()
-    restore_extra(op, pickle.loads(body[ipc_end:]))
+    restore_extra(op, loads(body[ipc_end:]))
     op.table.replace(*table_to_cols(op, table, header["kinds"]))
     return op

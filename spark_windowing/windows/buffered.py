@@ -1,4 +1,4 @@
-"""The common part of buffered window kinds (``spark_windowing.mixed`` describes them): a
+"""The common part of buffered window kinds (``spark_windowing.windows.mixed`` describes them): a
 per-operator buffer of elements, and what its evaluation hands back to the operator.
 
 The operator calls only ``add`` (buffer a batch's valid elements; get back those already late),
@@ -15,10 +15,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing import aggregates as agg
 from spark_windowing._arrow import factorize, field_type
+from spark_windowing._groups import Ranges
 from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
-from spark_windowing.windows import WindowFn
+from spark_windowing.aggregates.binding import BoundAggregate
+from spark_windowing.aggregates.partials import COMBINABLE, numpy_partials
+from spark_windowing.aggregates.preaggregate import input_columns, preaggregate
+from spark_windowing.windows.kinds import WindowFn
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class StepView:
 
     wm: int
     seq: int
-    aggs: list[agg.BoundAggregate]
+    aggs: list[BoundAggregate]
     grain: int = 1
 
 
@@ -38,7 +41,7 @@ class Closed:
 
     Window ``w`` has key row ``keys[w]`` and bounds ``ws[w]``/``we[w]`` (count-based kinds:
     ``ws`` = window_seq, ``we`` = GLOBAL_END). Its contents are aggregated already:
-    ``partials``/``res`` (``aggregates.preaggregate``'s form) hold the rows for windows
+    ``partials``/``res`` (``aggregates.preaggregate.preaggregate``'s form) hold the rows for windows
     ``windows``; ``first_ts``/``last_ts`` are its first and last element times (the pane
     timestamp under the earliest / latest combiners)."""
 
@@ -96,7 +99,7 @@ class MixedLogic:
 
     def _values(self, view: StepView, events: pa.Table) -> pa.Table:
         """The columns buffered per element: what the aggregates read."""
-        return agg.input_columns(view.aggs, events)
+        return input_columns(view.aggs, events)
 
     def evaluate(self, view: StepView) -> Evaluation:
         """The windows the watermark ``view.wm`` closes, and elements given up; prunes the buffer."""
@@ -163,9 +166,9 @@ class MixedLogic:
             win = np.repeat(np.arange(m), lengths)
             pos = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths) + lo[win]
             src = order[pos]
-            values = agg.input_columns(view.aggs, self.values)
+            values = input_columns(view.aggs, self.values)
             arrival = (view.seq << 32) + np.arange(len(win), dtype=np.int64)
-            folded = agg.preaggregate(view.aggs, values.take(pa.array(src)), win, self.ts[src], None, arrival)
+            folded = preaggregate(view.aggs, values.take(pa.array(src)), win, self.ts[src], None, arrival)
         windows, res, partials = folded
         return [Closed(self.keys.take(pa.array(rep)), seq.astype(np.int64),
                        np.full(m, GLOBAL_END, dtype=np.int64) if we is None else we.astype(np.int64),
@@ -173,53 +176,25 @@ class MixedLogic:
 
     def _foldranges(self, view: StepView, lo: np.ndarray, hi: np.ndarray, order: np.ndarray
                      ) -> tuple[np.ndarray, dict, dict] | None:
-        """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges with
-        ``np.ufunc.reduceat``, without expanding (element, window) pairs: memory follows the windows,
-        not windows x elements per window (record_sliding windows overlap heavily). Only for
-        sum / avg / count / min / max over integer or float columns; returns None otherwise, and
-        the caller folds the expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
+        """Aggregate each window's elements ``order[lo[w]:hi[w]]`` straight from the ranges
+        (``_groups.Ranges``, the aggregates' one partial algebra ``aggregates.partials.numpy_partials``),
+        without expanding (element, window) pairs: memory follows the windows, not windows x
+        elements per window (record_sliding windows overlap heavily). Only for sum / avg / count /
+        min / max over integer or float columns; returns None otherwise, and the caller folds the
+        expanded pairs. Returns (windows, res, partials), windows ``0..m-1``."""
         aggs = view.aggs
-        if not aggs or any(a.spec.func not in agg.COMBINABLE for a in aggs):
+        if not aggs or any(a.spec.func not in COMBINABLE for a in aggs):
             return None
         assert self.values is not None
-        columns: dict[str, Any] = {}
-        for a in aggs:
-            if a.spec.column is not None and a.spec.column not in columns:
-                col = self.values.column(a.spec.column)
-                if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
-                    return None
-                columns[a.spec.column] = col.take(pa.array(order)).combine_chunks()
-        idx = ranges(lo, hi)
-        ts = self.ts[order]
-        res = {"n": (hi - lo).astype(np.int64), "min_ts": reduce_ranges(np.minimum, ts, idx),
-               "max_ts": reduce_ranges(np.maximum, ts, idx)}
-        partials: dict[str, Any] = {}
-        for a in aggs:
-            p, f = a.prefix, a.spec.func
-            if f == "count_star":
-                partials[p + "n"] = res["n"]
-                continue
-            col = columns[a.spec.column]
-            cnt = reduce_ranges(np.add, np.asarray(col.is_valid(), dtype=np.int64), idx)
-            partials[p + "n"] = cnt
-            if f in ("sum", "avg"):
-                integer = pa.types.is_integer(col.type)
-                x = col.fill_null(0).to_numpy().astype(np.int64 if integer else np.float64)
-                partials[p + "s"] = reduce_ranges(np.add, x, idx)
-            elif f in ("min", "max"):  # a null never wins
-                if pa.types.is_integer(col.type):
-                    info = np.iinfo(col.type.to_pandas_dtype())
-                    x = col.fill_null(info.max if f == "min" else info.min).to_numpy()
-                    ufunc = np.minimum if f == "min" else np.maximum
-                else:  # fmin / fmax skip NaN unless all are NaN, as Arrow's min / max do; a null
-                    x = col.to_numpy(zero_copy_only=False).astype(np.float64)  # is NaN here, and
-                    # a window of nulls only is masked below (count 0)
-                    ufunc = np.fmin if f == "min" else np.fmax
-                v = reduce_ranges(ufunc, x, idx)
-                partials[p + "v"] = pa.array(v, mask=cnt == 0).cast(col.type)
-        return np.arange(len(lo), dtype=np.int64), res, partials
+        columns = list(dict.fromkeys(a.spec.column for a in aggs if a.spec.column is not None))
+        for name in columns:
+            t = self.values.column(name).type
+            if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+                return None
+        return numpy_partials(aggs, self.values.select(columns).take(pa.array(order)), Ranges(lo, hi),
+                              self.ts[order], None)
 
-    # ---- snapshots (pickled by spark_windowing.state)
+    # ---- snapshots (pickled by spark_windowing.state.snapshot)
     def snapshot(self) -> dict[str, Any]:
         return {"keys": self.keys, "values": self.values, "ts": self.ts, "arr": self.arr,
                 "next_arr": self.next_arr, **self._extra_state()}
@@ -234,23 +209,6 @@ class MixedLogic:
 
     def _restore_extra(self, doc: dict[str, Any]) -> None:
         pass
-
-
-def ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``ufunc.reduceat`` indices for the ranges ``[lo[w], hi[w])`` (``lo < hi``), interleaved;
-    see ``reduce_ranges``."""
-    idx = np.empty(2 * len(lo), dtype=np.int64)
-    idx[0::2], idx[1::2] = lo, hi
-    return idx
-
-
-def reduce_ranges(ufunc: np.ufunc, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``ufunc`` over each range of ``ranges``: reduceat of ``idx[2w] < idx[2w+1]`` reduces exactly
-    ``x[lo:hi]`` (the odd results, from ``hi`` to the next ``lo``, are dropped); one sentinel element
-    makes ``hi == len(x)`` a valid index."""
-    if len(idx) == 0:
-        return x[:0].copy()
-    return ufunc.reduceat(np.append(x, x[-1:]), idx)[0::2]
 
 
 def ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:

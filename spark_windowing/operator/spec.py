@@ -15,12 +15,14 @@ from typing import Iterable
 
 from spark_windowing._parse import parse_bool
 from spark_windowing._time import DURATION_FORMS, UNIT_FACTORS, parse_duration
-from spark_windowing.aggregates import AggregateSpec, parse_aggregates
+from spark_windowing.aggregates.parsing import AggregateSpec, parse_aggregates
+from spark_windowing.aggregates.process import Evictor, check_target, load_process, parse_evictor
 from spark_windowing.errors import OptionError
-from spark_windowing.process import Evictor, check_target, load_process, parse_evictor
-from spark_windowing.join import JoinSpec, build_join
-from spark_windowing.triggers import Default, Never, Trigger, parse_trigger
-from spark_windowing.windows import CountWindow, GlobalWindow, RecordSliding, WindowFn, parse_window
+from spark_windowing.operator.join import JoinSpec, build_join
+from spark_windowing.triggers.grammar import parse_trigger
+from spark_windowing.triggers.leaves import Default, Never
+from spark_windowing.triggers.tree import Trigger
+from spark_windowing.windows.kinds import CountWindow, GlobalWindow, RecordSliding, WindowFn, parse_window
 
 ACCUMULATION_MODES = ("discarding", "accumulating", "accumulating_and_retracting")
 TIMESTAMP_COMBINERS = ("end_of_window", "earliest", "latest")
@@ -95,8 +97,8 @@ class OperatorSpec:
     allowed_lateness: int = 0
     timestamp_combiner: str = "end_of_window"
     fire_only_updated_panes: bool = False
-    evictor: Evictor | None = None   # with a process function (``spark_windowing.process``)
-    join: JoinSpec | None = None  # a second stream merged per key and window (spark_windowing.join)
+    evictor: Evictor | None = None   # with a process function (``spark_windowing.aggregates.process``)
+    join: JoinSpec | None = None  # a second stream merged per key and window (spark_windowing.operator.join)
     #: µs an event's time may be ahead of the processing time; events further ahead go to the late
     #: output as ``future`` and never move a watermark (None: no bound). Not part of the
     #: fingerprint: it decides which events enter, not the shape of state.
@@ -120,7 +122,7 @@ class OperatorSpec:
         a duration, or ``off`` / None for no bound."""
         aggregates, aggregate_text, ev = _aggregates_or_process(aggregate, process, evictor)
         w = parse_window(window)
-        if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.mixed)
+        if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.windows.mixed)
             t: Trigger = _mixed_checks(w, trigger, allowed_lateness)
         elif trigger is None or not str(trigger).strip():
             t = Never() if isinstance(w, GlobalWindow) else Default()

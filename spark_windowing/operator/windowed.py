@@ -15,7 +15,7 @@ A step takes the batch's events, the input watermark ``W`` and the processing ti
 
 Per-element Python work is limited to what the semantics need (collect_list values, custom
 accumulations); trigger evaluation is one NumPy operation per trigger node per step. A process
-function (``spark_windowing.process``) is a bound aggregate whose state is each window's buffered
+function (``spark_windowing.aggregates.process``) is a bound aggregate whose state is each window's buffered
 elements; it is called once per fired pane.
 """
 
@@ -24,20 +24,23 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing import aggregates as agg
-from spark_windowing import join
-from spark_windowing import buffered, mixed, ranked
 from spark_windowing._arrow import field_type
 from spark_windowing._time import GLOBAL_END, MAX_TIME, MIN_TIME
-from spark_windowing.elements import NOKEY, Elements, check_input, column_micros, future_mask, read_elements
-from spark_windowing.assign import WindowAssigner
-from spark_windowing.firing import TriggerDriver
-from spark_windowing.output import Clock, StepOutput, StepResult, late_rows
+from spark_windowing.aggregates import ranked
+from spark_windowing.aggregates.binding import BoundAggregate, bind_aggregates
+from spark_windowing.aggregates.partials import check_no_retractions
+from spark_windowing.aggregates.preaggregate import input_columns
+from spark_windowing.operator import join
+from spark_windowing.operator.assign import WindowAssigner
+from spark_windowing.operator.elements import NOKEY, Elements, check_input, column_micros, future_mask, read_elements
+from spark_windowing.operator.firing import TriggerDriver
+from spark_windowing.operator.output import Clock, StepOutput, StepResult, late_rows
+from spark_windowing.windows import buffered, mixed
 from spark_windowing.panes import (LATE_FIELDS, LATE_REASON_CLOSED, LATE_REASON_FUTURE, LATE_REASON_MALFORMED,
                                    LATE_REASON_TOO_LATE, pane_schema)
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.triggers import NONE
-from spark_windowing.window_table import WindowTable, window_layout
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.window_table import WindowTable, window_layout
+from spark_windowing.triggers.tree import NONE
 
 __all__ = ["WindowedOperator", "StepResult", "EventTimes"]
 
@@ -70,7 +73,7 @@ class WindowedOperator:
         self.input_schema: pa.Schema | None = None
         self.key_counts: dict[tuple, int] = {}  # count windows: elements seen per key
         self._next_rid = 0  # the row id the window table starts from once bound (a restored snapshot's)
-        self.aggs: list[agg.BoundAggregate] = []
+        self.aggs: list[BoundAggregate] = []
         self.table: WindowTable | None = None  # the windows, once bound
         self.firing: TriggerDriver | None = None  # fires them, once bound
         self.assigner: WindowAssigner | None = None  # puts elements into them, once bound
@@ -90,7 +93,7 @@ class WindowedOperator:
         """Resolve columns and types against the upstream schema; raise OptionError."""
         spec = self.spec
         check_input(spec, schema)
-        self.aggs = agg.bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor,
+        self.aggs = bind_aggregates(spec.aggregates, schema, spec.aggregate_text, spec.evictor,
                                         retracting_input=spec.window.inherit)
         self.input_schema = schema
         key_fields = self.key_fields()
@@ -139,7 +142,7 @@ class WindowedOperator:
             self.table.retype_keys(pa.schema(self.key_fields()))
         for i, a in enumerate(self.aggs):
             if a.spec.column in changed or changed.keys() & set(a.spec.carry):
-                new = agg.bind_aggregates((a.spec,), self.input_schema, self.spec.aggregate_text,
+                new = bind_aggregates((a.spec,), self.input_schema, self.spec.aggregate_text,
                                           retracting_input=a.keep_all)[0]
                 new.index = a.index
                 self.aggs[i] = new
@@ -228,7 +231,7 @@ class WindowedOperator:
         of the processing time; the others go to the late output as ``malformed`` / ``future``."""
         el, valid = read_elements(self.spec, self.key_fields(), events, event_times)
         if el.retract is not None:
-            agg.check_no_retractions(self.aggs, el.retract & valid, self.spec.aggregate_text)
+            check_no_retractions(self.aggs, el.retract & valid, self.spec.aggregate_text)
         if not valid.all():
             out.late(self._late_rows(events.filter(pa.array(~valid)), LATE_REASON_MALFORMED, None, None),
                      LATE_REASON_MALFORMED)
@@ -273,7 +276,7 @@ class WindowedOperator:
         for rows, res in bucketed:
             touched.add(rows, res)
         if len(idx):
-            pairs = agg.input_columns(self.aggs, el.events)
+            pairs = input_columns(self.aggs, el.events)
             neg = el.retract[idx] if el.retract is not None else np.zeros(len(idx), dtype=bool)
             arrival = (self.seq << 32) + idx  # arrival numbers: per key, the upstream order (process buffers)
             for sign, sel in ((1, ~neg), (-1, neg)):

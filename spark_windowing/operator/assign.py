@@ -23,23 +23,25 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing import aggregates as agg
 from spark_windowing._arrow import factorize, pd
 from spark_windowing._groups import Groups
-from spark_windowing.firing import TriggerDriver
-from spark_windowing.output import Clock, StepOutput
-from spark_windowing.window_table import I64_MAX, WindowTable
-from spark_windowing.windows import Sliding, Tumbling
+from spark_windowing.aggregates.binding import BoundAggregate
+from spark_windowing.aggregates.partials import COMBINABLE, combine_partials, merge_partials, merge_rows, subtract_partials
+from spark_windowing.aggregates.preaggregate import preaggregate
+from spark_windowing.operator.firing import TriggerDriver
+from spark_windowing.operator.output import Clock, StepOutput
+from spark_windowing.operator.window_table import I64_MAX, WindowTable
+from spark_windowing.windows.kinds import Sliding, Tumbling
 
 if TYPE_CHECKING:
-    from spark_windowing.spec import OperatorSpec
+    from spark_windowing.operator.spec import OperatorSpec
 
 
 class WindowAssigner:
     """Assigns and folds elements into ``table`` under ``spec`` (``aggs``: the operator's bound
     aggregates; ``firing``: to retract and close merged sessions)."""
 
-    def __init__(self, spec: "OperatorSpec", table: WindowTable, aggs: list[agg.BoundAggregate],
+    def __init__(self, spec: "OperatorSpec", table: WindowTable, aggs: list[BoundAggregate],
                  firing: TriggerDriver) -> None:
         self.spec, self.table, self.aggs, self.firing = spec, table, aggs, firing
 
@@ -54,9 +56,9 @@ class WindowAssigner:
             hold = np.where(pts >= clock.wm, pts, I64_MAX)
         if arrival is None:
             arrival = (clock.seq << 32) + np.arange(len(g), dtype=np.int64)
-        rows, res, partials = agg.preaggregate(self.aggs, pairs, g, pts, hold, arrival, groups)
+        rows, res, partials = preaggregate(self.aggs, pairs, g, pts, hold, arrival, groups)
         if sign < 0:
-            agg.subtract_partials(self.aggs, self.table.cols, rows, partials)
+            subtract_partials(self.aggs, self.table.cols, rows, partials)
         else:
             self.merge_into(rows, res, partials)
         if "net" in self.table.cols:
@@ -64,7 +66,7 @@ class WindowAssigner:
         return rows, res
 
     def merge_into(self, rows: np.ndarray, res: dict, partials: dict) -> None:
-        agg.merge_partials(self.aggs, self.table.cols, rows, partials)
+        merge_partials(self.aggs, self.table.cols, rows, partials)
         if "hold_min" in res:
             self.table.cols["hold_min"][rows] = np.minimum(self.table.cols["hold_min"][rows], res["hold_min"])
             self.table.cols["hold_max"][rows] = np.maximum(self.table.cols["hold_max"][rows], res["hold_max"])
@@ -80,7 +82,7 @@ class WindowAssigner:
         w = self.spec.window
         if not isinstance(w, Sliding) or w.size % w.slide or w.size == w.slide:
             return None
-        if any(a.spec.func not in agg.COMBINABLE for a in self.aggs):
+        if any(a.spec.func not in COMBINABLE for a in self.aggs):
             return None
         if len(self.table) and self.table.closed.any():
             return None
@@ -102,14 +104,14 @@ class WindowAssigner:
         hold = None
         if self.spec.timestamp_combiner != "end_of_window":
             hold = np.where(ts >= clock.wm, ts, I64_MAX)
-        b_rows, b_res, b_part = agg.preaggregate(self.aggs, events.select(needed), bucket, ts, hold)
+        b_rows, b_res, b_part = preaggregate(self.aggs, events.select(needed), bucket, ts, hold)
         first = np.empty(int(bucket.max()) + 1, dtype=np.int64)
         first[bucket[::-1]] = np.arange(len(bucket))[::-1]
         rep = first[b_rows]                                   # an element of each bucket
         src = np.repeat(np.arange(len(b_rows)), k)            # expanded row -> bucket partial
         ws = (start[rep][:, None] - np.arange(k, dtype=np.int64)[None, :] * w.slide).ravel()
         g, _, _ = self.assign_fixed(key_table, rep[src], ws, ws + w.size)
-        rows, res, partials = agg.combine_partials(self.aggs, g, src, b_res, b_part)
+        rows, res, partials = combine_partials(self.aggs, g, src, b_res, b_part)
         self.merge_into(rows, res, partials)
         return rows, res
 
@@ -277,7 +279,7 @@ class WindowAssigner:
         np.minimum.at(self.table.cols["hold_min"], dst, self.table.cols["hold_min"][src])
         np.maximum.at(self.table.cols["hold_max"], dst, self.table.cols["hold_max"][src])
         for s, d in sorted(zip(src.tolist(), dst.tolist()), key=lambda p: (p[1], self.table.ws[p[0]])):
-            agg.merge_rows(self.aggs, self.table.cols, s, d)
+            merge_rows(self.aggs, self.table.cols, s, d)
 
 
 def _match(comp_pairs: np.ndarray, comp_state: np.ndarray, cand: np.ndarray

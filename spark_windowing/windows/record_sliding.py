@@ -1,5 +1,5 @@
 """``record_sliding(size)``: Kafka Streams' sliding windows (KIP-450) with
-``suppress(untilWindowCloses)``, buffered per key; ``spark_windowing.mixed`` states the rules."""
+``suppress(untilWindowCloses)``, buffered per key; ``spark_windowing.windows.mixed`` states the rules."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pyarrow as pa
 
 from spark_windowing._arrow import factorize
 from spark_windowing._time import MAX_TIME, MIN_TIME
-from spark_windowing.buffered import Evaluation, Late, MixedLogic, StepView, ranks
-from spark_windowing.windows import RecordSliding
+from spark_windowing.windows.buffered import Evaluation, Late, MixedLogic, StepView, ranks
+from spark_windowing.windows.kinds import RecordSliding
 
 
 class RecordSlidingLogic(MixedLogic):

@@ -19,12 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_windowing import join
 from spark_windowing._arrow import field_type, get_column, to_micros
 from spark_windowing._time import MIN_TIME, UNIT_FACTORS
 from spark_windowing.errors import OptionError
+from spark_windowing.operator import join
+from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.panes import CORRUPT_RECORD, KIND_RETRACTION
-from spark_windowing.spec import OperatorSpec
 
 #: The key column of a query without key columns (every element has the one key 0).
 NOKEY = "__nokey"
@@ -54,7 +54,7 @@ def check_input(spec: OperatorSpec, schema: pa.Schema) -> None:
     """``OptionError`` naming the option whose column ``schema`` lacks or cannot serve: key
     columns, the event-time column, the inherited window's bounds, the gap column, join's side."""
     if spec.join is not None and join.SIDE_COLUMN not in schema.names:
-        raise OptionError("join", spec.join.how, "input built by spark_windowing.join.union (both streams)",
+        raise OptionError("join", spec.join.how, "input built by spark_windowing.operator.join.union (both streams)",
                           why=f"input columns {schema.names} have no {join.SIDE_COLUMN!r}")
     for k in spec.key_columns:
         if field_type(schema, k) is None:

@@ -53,7 +53,7 @@ import pyarrow as pa
 
 from spark_windowing._arrow import field_type, get_column, to_micros
 from spark_windowing._time import MIN_TIME
-from spark_windowing.aggregates import AggregateSpec, parse_aggregates
+from spark_windowing.aggregates.parsing import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
 
 __all__ = ["JOIN_KINDS", "JoinSpec", "JoinWatermark", "build_join", "gate", "merge_watermarks", "union", "union_schema"]

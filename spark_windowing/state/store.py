@@ -37,7 +37,7 @@ Storage goes through ``io``, an object with ``read_bytes(uri, missing_ok=)``,
 ``pyarrow.fs`` URI).
 
 The files and the manifest (locations, checksums, summaries, reading and writing them) are
-``spark_windowing.segments``; this module keeps the windows in memory consistent with them
+``spark_windowing.state.segments``; this module keeps the windows in memory consistent with them
 (``resident``, ``dirty``, ``last_used`` per bucket) while it steps the operator.
 """
 
@@ -54,10 +54,10 @@ from spark_windowing._arrow import get_column
 from spark_windowing._hash import hash_columns, mix
 from spark_windowing._time import MAX_TIME
 from spark_windowing.errors import SnapshotError
-from spark_windowing.operator import EventTimes, StepResult, WindowedOperator
-from spark_windowing.spec import OperatorSpec
-from spark_windowing.segments import SegmentFiles, checksum, manifest_uri, write_buckets
-from spark_windowing.state_codec import (column_kinds, constant_columns, extra_state,
+from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.windowed import EventTimes, StepResult, WindowedOperator
+from spark_windowing.state.segments import SegmentFiles, checksum, manifest_uri, write_buckets
+from spark_windowing.state.state_codec import (column_kinds, constant_columns, extra_state, loads,
                                          restore_extra, restore_scalars, rows_to_table, scalars, table_to_cols)
 
 class StateStore:
@@ -133,7 +133,7 @@ class StateStore:
                 restore_scalars(op, m)
         if m.get("extra"):
             name, off, length, sha = m["extra"]
-            restore_extra(op, pickle.loads(self.files.read(f"{self.root}/{name}", off, length, sha, "operator extras")))
+            restore_extra(op, loads(self.files.read(f"{self.root}/{name}", off, length, sha, "operator extras")))
         self.resident[:] = False
         self.resident[[b for b in range(self.n_buckets) if b not in self.files.loc]] = True  # empty buckets
         self.manifest_digest = digest

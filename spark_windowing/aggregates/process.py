@@ -70,6 +70,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing._old_paths import current_module
 from spark_windowing._parse import parse_call
 from spark_windowing._time import parse_duration
 from spark_windowing.errors import OptionError, ProcessError
@@ -343,7 +344,7 @@ def load_process(target: str) -> tuple[Callable, list[pa.Field]]:
     """Import ``module:function`` and read its ``output_fields``; raise OptionError('process')."""
     module, _, name = target.partition(":")
     try:
-        fn = getattr(importlib.import_module(module), name)
+        fn = getattr(importlib.import_module(current_module(module)), name)
     except (ImportError, AttributeError) as e:
         raise OptionError("process", target, PROCESS_FORMS, why=str(e)) from None
     if not callable(fn):

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m spark_windowing.plot /lake/panes/clicks -o panes.png [--keys 8] [--key alice ...]
+    python -m spark_windowing.tools.plot /lake/panes/clicks -o panes.png [--keys 8] [--key alice ...]
 
 ``<pane table>`` is a pane sink directory ``P`` (Delta tables ``P/triggers`` and
 ``P/retractions``), a single Delta table, or a parquet file or directory of pane rows
@@ -30,7 +30,7 @@ How to read the picture:
   pane saying so, because an expiring window fires nothing) has a solid black frame; an open
   window a grey one.
 
->>> from spark_windowing.plot import load_panes, plot_panes     # doctest: +SKIP
+>>> from spark_windowing.tools.plot import load_panes, plot_panes     # doctest: +SKIP
 >>> result = plot_panes(load_panes("/lake/panes/clicks"), "panes.png", max_keys=4)  # doctest: +SKIP
 >>> result.summary.markers                                      # doctest: +SKIP
 {'EARLY': 12, 'ON_TIME': 4, 'LATE': 3, 'RETRACTION': 9}
@@ -56,8 +56,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_windowing.datasource.storage.layout import CURRENT, HISTORY_TABLES, table_uri
 from spark_windowing.datasource.storage import filesystem
+from spark_windowing.datasource.storage.layout import CURRENT, HISTORY_TABLES, table_uri
 from spark_windowing.panes import (KIND_RETRACTION, KIND_TRIGGER, TIMING_EARLY, TIMING_LATE,
                                    TIMING_ON_TIME, split_pane_schema)
 
@@ -224,9 +224,9 @@ def plot_panes(panes: pa.Table, output: str, *, keys: Sequence[Any] | None = Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m spark_windowing.plot <pane table> -o panes.png``; returns the exit status."""
+    """``python -m spark_windowing.tools.plot <pane table> -o panes.png``; returns the exit status."""
     parser = argparse.ArgumentParser(
-        prog="python -m spark_windowing.plot",
+        prog="python -m spark_windowing.tools.plot",
         description="Draw a pane timeline: per key, windows over event time with EARLY / "
                     "ON_TIME / LATE firings and retractions.")
     parser.add_argument("table", help="pane sink directory (with triggers/ and retractions/), "

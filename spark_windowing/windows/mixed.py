@@ -124,8 +124,8 @@ builds the candidate windows of the distinct times and finds each window's recor
 ``searchsorted``.
 
 Code: the buffer, its evaluation hooks and what they return (``StepView``, ``Evaluation``,
-``Closed``, ``Late``) are in ``spark_windowing.buffered``; ``count`` and ``sliding(d, n elements)``
-here; ``record_sliding`` in ``spark_windowing.record_sliding``.
+``Closed``, ``Late``) are in ``spark_windowing.windows.buffered``; ``count`` and ``sliding(d, n elements)``
+here; ``record_sliding`` in ``spark_windowing.windows.record_sliding``.
 """
 
 
@@ -136,9 +136,9 @@ import pyarrow as pa
 
 from spark_windowing._arrow import factorize
 from spark_windowing._time import MAX_TIME
-from spark_windowing.buffered import Evaluation, MixedLogic, StepView, ranks
-from spark_windowing.record_sliding import RecordSlidingLogic
-from spark_windowing.windows import CountEvery, RecordSliding, SlidingEvery, WindowFn
+from spark_windowing.windows.buffered import Evaluation, MixedLogic, StepView, ranks
+from spark_windowing.windows.kinds import CountEvery, RecordSliding, SlidingEvery, WindowFn
+from spark_windowing.windows.record_sliding import RecordSlidingLogic
 
 
 def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":

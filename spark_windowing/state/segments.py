@@ -10,7 +10,7 @@ manifest or segment range raises ``SnapshotError``, never a reset.
 
 :class:`SegmentFiles` keeps that bookkeeping (``loc``, ``summary``, ``omitted``) and does the I/O:
 checked ranged reads, writing a segment, encoding and checking a manifest. What the rows *mean*
-(the operator's state columns) is the store's (``spark_windowing.store``).
+(the operator's state columns) is the store's (``spark_windowing.state.store``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from spark_windowing._time import MAX_TIME
 from spark_windowing.errors import SnapshotError
-from spark_windowing.state_codec import check_fingerprint
+from spark_windowing.state.state_codec import check_fingerprint
 
 MANIFEST_MAGIC = b"SWMANIF\x01"
 MANIFEST_VERSION = 2
