@@ -9,7 +9,7 @@ same micro-batches, same run.
     python benchmarks/nexmark.py --only q5-two-stage                  # q5 as two windowings
     .venv-delta/bin/python benchmarks/nexmark.py --sink table     # results into tables (native: Delta)
 
-Writes NEXMark's bids once (``spark_windowing.nexmark``, Beam's generator rules; ``--events``
+Writes NEXMark's bids once (``spark_windowing.datasource.upstreams.nexmark_events``, Beam's generator rules; ``--events``
 stream positions, 46 of 50 of them bids) as ``--batches`` parquet files under ``--dir``, then in
 one local[2] session times, per query, ``--runs`` times, after ``--warmups`` untimed runs (default 1) per engine:
 
@@ -107,7 +107,7 @@ SCHEMA = "auction long, bidder long, price long, date_time timestamp, extra stri
 
 def write_bids(directory: str, events: int, batches: int) -> int:
     """NEXMark bids of ``events`` stream positions in ``batches`` parquet files; returns the bids."""
-    from spark_windowing.nexmark import NexmarkConfig, generate
+    from spark_windowing.datasource.upstreams.nexmark_events import NexmarkConfig, generate
     marker = os.path.join(directory, f"_SUCCESS_{events}_{batches}")
     if os.path.exists(marker):
         return sum(pq.ParquetFile(os.path.join(directory, f)).metadata.num_rows

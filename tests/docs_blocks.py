@@ -15,7 +15,7 @@ Every ```` ```python ```` block is one of:
 * ``plain`` / ``spark``: run in order, one namespace per page (a page's blocks build on each
   other), with the working directory a temporary one. A page with a block that uses ``spark.``
   runs entirely in the Spark test, with the session fixture as the global ``spark``; the others run
-  in ``tests/operator/test_docs.py``.
+  in ``tests/project/test_docs.py``.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ So ``pane == (previous pane - expired - evicted) + new`` at every firing.
 
 >>> import pyarrow as pa
 >>> from spark_windowing.testing import TestStream
->>> s = TestStream(window="tumbling(10 milliseconds)", process="tests.operator.fixtures.process_functions:ids",
+>>> s = TestStream(window="tumbling(10 milliseconds)", process="tests.core.fixtures.process_functions:ids",
 ...                evictor="count(2)", trigger="Repeatedly(AfterCount(2))", accumulation_mode="accumulating")
 >>> s.add_elements([{"ts": 1, "id": 1}, {"ts": 2, "id": 2}])
 >>> s.add_elements([{"ts": 3, "id": 3}, {"ts": 4, "id": 4}])

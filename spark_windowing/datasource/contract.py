@@ -13,7 +13,7 @@ allowed lateness). Two routes carry it:
 
 This module owns route 2's formats: the offset's marker and fields (``source_offset`` builds
 every offset the stream reader returns), the state record (``state_record``), and the sink's
-reading of both (``produced_from_checkpoint``). ``tests/operator/test_contract.py`` runs the real
+reading of both (``produced_from_checkpoint``). ``tests/plugin/test_contract.py`` runs the real
 reader's offsets through the sink's reading, so a change on one side alone fails it.
 
 >>> off = source_offset(seq=3, state="/tmp/state", shards=2, up={"files": 4}, bt=10, wm=5)

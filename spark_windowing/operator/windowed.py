@@ -314,7 +314,7 @@ class WindowedOperator:
         return late_rows(events, self.late_schema(), reason, ws, we, self.clock)
 
     # The sliding-window bucket path, behind two seams the test of its equivalence with the
-    # per-pair path replaces (tests/operator/test_sliding_buckets.py).
+    # per-pair path replaces (tests/core/test_sliding_buckets.py).
     def _bucketable(self, ts: np.ndarray) -> np.ndarray | None:
         return self.assigner.bucketable(ts, self.clock)
 

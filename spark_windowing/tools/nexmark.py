@@ -1,4 +1,4 @@
-"""Write NEXMark events (``spark_windowing.nexmark``) where a streaming query reads them: Parquet
+"""Write NEXMark events (``spark_windowing.datasource.upstreams.nexmark_events``) where a streaming query reads them: Parquet
 files, a Delta table or a Kafka topic, all at once or at a fixed rate of events per second.
 
     python -m spark_windowing.tools.nexmark --events 1000000 --to parquet:/data/bids
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spark_windowing.errors import OptionError
-from spark_windowing.nexmark import BASE_TIME, KINDS, NexmarkConfig, generate
+from spark_windowing.datasource.upstreams.nexmark_events import BASE_TIME, KINDS, NexmarkConfig, generate
 
 TARGET_FORMS = "parquet:<directory>, delta:<table uri>, or kafka:<host:port>/<topic>"
 #: The Kafka record key of each kind.

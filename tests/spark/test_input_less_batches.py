@@ -2,7 +2,7 @@
 
 Random keyed events over Delta versions, one version per micro-batch (``maxFilesPerTrigger=1``,
 ``availableNow``), then the micro-batches the source schedules without input because a timer is
-due. Spark's panes must equal what ``tests/operator/reference.py`` — an independent
+due. Spark's panes must equal what ``tests/core/reference.py`` — an independent
 element-at-a-time model — gives for the same micro-batches (events, watermark, batch time from the
 offset log), and every session whose end the final watermark passed must have fired.
 """
@@ -22,7 +22,7 @@ from spark_windowing._time import MIN_TIME
 from tests.spark._helpers import offsets, rows, run_panes
 from tests.spark.test_source import SEC, T0, _ts
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "operator"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
 from reference import ReferenceStream  # noqa: E402
 
 pytestmark = pytest.mark.spark

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 import spark_windowing
-from spark_windowing.nexmark import NexmarkConfig, generate
+from spark_windowing.datasource.upstreams.nexmark_events import NexmarkConfig, generate
 from tests.spark._helpers import micros, run_panes
 
 pytestmark = pytest.mark.spark

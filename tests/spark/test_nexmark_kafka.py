@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-from spark_windowing.nexmark import NexmarkConfig, generate
+from spark_windowing.datasource.upstreams.nexmark_events import NexmarkConfig, generate
 from spark_windowing.tools import nexmark as writer
 from tests.spark.kafka_helpers import new_topic
 

@@ -18,7 +18,7 @@ from tests.spark.test_source import SEC, T0, _ts
 pytestmark = pytest.mark.spark
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64()),
                     ("id", pa.int64())])
-FN = "tests.operator.fixtures.process_functions:"
+FN = "tests.core.fixtures.process_functions:"
 
 
 def _bundles(seed: int) -> list[list[dict]]:

@@ -8,7 +8,7 @@ Every option of ``spark.readStream.format("windowed")`` (scope ``reader``),
 
     python -m spark_windowing.datasource.options.reference > docs/options.md
 
-``tests/operator/test_docs.py`` fails when the file and the registry differ, or when the
+``tests/project/test_docs.py`` fails when the file and the registry differ, or when the
 registry and the option parsers disagree about the names. Imports nothing (no pyspark).
 """
 
@@ -374,7 +374,7 @@ INTRO = """\
 
 <!-- Generated from spark_windowing/datasource/options/reference.py by
      `python -m spark_windowing.datasource.options.reference > docs/options.md`; do not edit by hand
-     (tests/operator/test_docs.py fails when the two differ). -->
+     (tests/project/test_docs.py fails when the two differ). -->
 
 All option names are case-insensitive. `spark.windowed.<option>` in the Spark conf
 (`--conf spark.windowed.window=...`, a `--properties-file`, `SparkSession.builder.config`,

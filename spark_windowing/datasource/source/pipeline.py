@@ -3,7 +3,7 @@
 Three routes run a shard's micro-batch. They differ in where it runs, how its events arrive and
 where its panes go; the steps and their order are these functions, and only these functions call
 the state store's step and snapshot, the late table's append and the report's write
-(``tests/operator/test_architecture.py`` checks it):
+(``tests/project/test_architecture.py`` checks it):
 
 ==========================  ======================  ===========================  ==================
 route                       where                   events                       panes

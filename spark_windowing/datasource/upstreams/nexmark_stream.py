@@ -1,4 +1,4 @@
-"""The ``nexmark`` upstream: NEXMark's auction events (``spark_windowing.nexmark``) as a stream.
+"""The ``nexmark`` upstream: NEXMark's auction events (``spark_windowing.datasource.upstreams.nexmark_events``) as a stream.
 
 A position is the number of stream positions generated so far (an int); a batch ``[start, end)``
 yields the events of one kind (``nexmarkEvents``: ``bid``, ``person`` or ``auction``) among
@@ -25,7 +25,7 @@ from spark_windowing._time import parse_duration
 from spark_windowing.datasource.options.values import fraction_value, instant_value, suffixed
 from spark_windowing.datasource.upstreams.generator import CountedUpstream
 from spark_windowing.errors import OptionError
-from spark_windowing.nexmark import BASE_TIME, KINDS, SCHEMAS, NexmarkConfig, generate
+from spark_windowing.datasource.upstreams.nexmark_events import BASE_TIME, KINDS, SCHEMAS, NexmarkConfig, generate
 
 
 class NexmarkUpstream(CountedUpstream):

@@ -104,7 +104,7 @@ def test_on_an_object_store_the_driver_sends_one_request_per_batch(object_store)
 def test_a_real_shards_report_carries_its_summary_and_the_driver_plans_the_same_from_it(tmp_path):
     """Through the source's reader (without Spark): every report a shard writes has a summary
     name, and the next offset planned from the names equals the one planned from the bodies."""
-    from tests.operator.test_rescale_reader import _batch, _options
+    from tests.plugin.test_rescale_reader import _batch, _options
     from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 
     state = str(tmp_path / "state")

@@ -1,4 +1,4 @@
-"""The NEXMark generator (``spark_windowing.nexmark``) against the rules of Beam's Java generator:
+"""The NEXMark generator (``spark_windowing.datasource.upstreams.nexmark_events``) against the rules of Beam's Java generator:
 kinds 1 : 3 : 46 per 50 events, ids from 1000, the hot auction, bidder and seller shares, prices,
 expiry; and what makes it a stream source: every event the same whatever batch generates it,
 every event emitted exactly once with delays and out-of-order groups."""
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_windowing.nexmark import BASE_TIME, NexmarkConfig, generate
+from spark_windowing.datasource.upstreams.nexmark_events import BASE_TIME, NexmarkConfig, generate
 
 N = 50_000
 G = NexmarkConfig(total_events=N)

@@ -17,8 +17,8 @@ from spark_windowing.datasource.source.affinity import claim_shard_conditional, 
 from spark_windowing.datasource.storage import conditional_writes
 from spark_windowing.state.segments import collect_garbage
 from spark_windowing.state.store import StateStore
-from tests.operator.test_affinity import race_partitions
-from tests.operator.test_local_copies import BUCKETS, SCHEMA, SPEC, _events, _step_panes
+from tests.plugin.test_affinity import race_partitions
+from tests.plugin.test_local_copies import BUCKETS, SCHEMA, SPEC, _events, _step_panes
 
 #: The client module each store's conditional writes need.
 CLIENT = {"gcs": "google.cloud.storage", "azure": "azure.storage.blob"}

@@ -14,7 +14,7 @@ import pytest
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.source.affinity import claim_shard_conditional, executor_tag, shard_to_run, slots
 from tests.objectstore import count
-from tests.operator.test_affinity import race_partitions
+from tests.plugin.test_affinity import race_partitions
 
 
 def _dir(object_store) -> str:

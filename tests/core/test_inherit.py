@@ -140,7 +140,7 @@ def test_rows_without_a_window_are_malformed():
 @pytest.mark.parametrize("aggregate,fragment", [
     ("max(total) AS m", "cannot take back"),
     ("count_distinct(k) AS d", "cannot take back"),
-    ("tests.operator.fixtures.accumulations:SpreadAndTags", "has no retract"),
+    ("tests.core.fixtures.accumulations:SpreadAndTags", "has no retract"),
 ])
 def test_aggregates_that_cannot_subtract_fail_at_the_first_retraction_row(aggregate, fragment):
     """Over TRIGGER rows only (a discarding or accumulating upstream) they aggregate; a RETRACTION

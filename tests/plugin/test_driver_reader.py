@@ -14,7 +14,7 @@ from spark_windowing.datasource.source.driver import DriverStreamReader
 from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 from spark_windowing.datasource.storage import layout
 from spark_windowing.state.segments import manifest_uri
-from tests.operator.test_rescale_reader import _options as rescale_options
+from tests.plugin.test_rescale_reader import _options as rescale_options
 
 
 def _options(state: str, execution: str) -> dict[str, str]:

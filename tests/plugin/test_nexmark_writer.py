@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable
 
 from spark_windowing.errors import OptionError
-from spark_windowing.nexmark import NexmarkConfig, generate
+from spark_windowing.datasource.upstreams.nexmark_events import NexmarkConfig, generate
 from spark_windowing.tools import nexmark as writer
 
 G = NexmarkConfig(total_events=5_000, events_per_second=1_000, seed=3)

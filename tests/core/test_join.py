@@ -306,7 +306,7 @@ def test_merge_watermarks_never_goes_back():
     (dict(join="inner", aggregate2="nope(v)"), "aggregate2"),
     (dict(join="inner", window="count(3)"), "window"),
     (dict(join="inner", window="record_sliding(1 second)"), "window"),
-    (dict(join="inner", aggregate=None, process="tests.operator.fixtures.process_functions:ids"), "process"),
+    (dict(join="inner", aggregate=None, process="tests.core.fixtures.process_functions:ids"), "process"),
     (dict(join="inner", aggregate2="spark_windowing.aggregates.accumulations:TopN(3, v, v)"), "aggregate2"),
 ])
 def test_bad_join_options(kwargs, option):

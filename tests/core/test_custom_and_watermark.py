@@ -10,7 +10,7 @@ from spark_windowing.errors import OptionError
 from spark_windowing.operator.watermark import parse_watermark
 from spark_windowing.testing import TestStream
 
-CUSTOM = "tests.operator.fixtures.accumulations:SpreadAndTags"
+CUSTOM = "tests.core.fixtures.accumulations:SpreadAndTags"
 
 
 def test_custom_accumulation_merges_sessions_and_retracts():

@@ -24,7 +24,7 @@ from spark_windowing.errors import OptionError
 from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.testing import TestStream
 from spark_windowing.windows.kinds import CountEvery, SlidingEvery, parse_window
-from tests.operator.storm_port import StormWindow
+from tests.core.storm_port import StormWindow
 
 KW = dict(aggregate="collect_list(i) AS ids, first(i) AS f, last(i) AS l, sum(i) AS s, count(*) AS n",
           key_columns="k")

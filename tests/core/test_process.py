@@ -22,9 +22,9 @@ from reference import ReferenceStream
 from spark_windowing.errors import OptionError, ProcessError
 from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.testing import TestStream
-from tests.operator.fixtures.process_functions import describe
+from tests.core.fixtures.process_functions import describe
 
-FN = "tests.operator.fixtures.process_functions:"
+FN = "tests.core.fixtures.process_functions:"
 MS = "milliseconds"
 EVICTORS = [None, "count(1)", "count(2)", "count(3)", f"time(5 {MS})", f"time(20 {MS})", "delta(3, v)",
             "delta(0.5, v)"]

@@ -30,7 +30,7 @@ WINDOWS = ["tumbling(10 milliseconds)", "sliding(20 milliseconds, 5 milliseconds
            "cumulate(20 milliseconds, 5 milliseconds)", "count(3, 2)", "global",
            "count(3, 10 milliseconds)", "sliding(10 milliseconds, 2 elements)", "record_sliding(10 milliseconds)"]
 SCHEMA = pa.schema([("k", pa.string()), ("ts", pa.int64()), ("v", pa.int64())])
-PROCESS = "tests.operator.fixtures.process_functions:values"
+PROCESS = "tests.core.fixtures.process_functions:values"
 
 
 @st.composite
