@@ -391,3 +391,17 @@ def test_the_step_checker_sees_a_route_that_steps_the_store_itself(tmp_path):
     route.write_text("def run(store, events):\n    out = store.step_parts(events)\n    store.persist(3)\n")
     assert _step_reimplementations({f"{PLUGIN}.window_df": route}) == [
         f"{PLUGIN}.window_df calls persist", f"{PLUGIN}.window_df calls step_parts"]
+
+
+def _repeated_names(paths) -> list[str]:
+    """Module file names (``__init__.py`` aside) that stand in more than one folder."""
+    from collections import Counter
+    names = Counter(p.name for p in paths if p.name != "__init__.py")
+    return sorted(n for n, count in names.items() if count > 1)
+
+
+def test_no_two_modules_share_a_name():
+    """One name, one module: a newcomer who reads ``delta.py`` or ``reader.py`` knows which one."""
+    assert _repeated_names(MODULES.values()) == []
+    assert _repeated_names([Path("a/delta.py"), Path("b/delta.py"), Path("a/__init__.py"),
+                            Path("b/__init__.py")]) == ["delta.py"]

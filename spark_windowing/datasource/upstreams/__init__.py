@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from spark_windowing.datasource.upstreams import delta, files, generator, kafka, nexmark_stream, pane_tables
+from spark_windowing.datasource.upstreams import delta_stream, files, generator, kafka, nexmark_stream, pane_tables
 from spark_windowing.datasource.upstreams.base import Upstream
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 #: Every upstream kind by its ``source`` option value, in the order option errors list them.
 UPSTREAMS: dict[str, type[Upstream]] = {
-    "delta": delta.DeltaUpstream,
+    "delta": delta_stream.DeltaUpstream,
     "parquet": files.FilesUpstream,
     "json": files.FilesUpstream,
     "csv": files.FilesUpstream,
