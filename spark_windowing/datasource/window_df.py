@@ -126,8 +126,10 @@ _DELAY_KEY = "spark.watermarkDelayMs"
 #: The task-local properties Spark's micro-batch execution sets (``MicroBatchExecution.BATCH_ID_KEY``,
 #: ``StreamExecution.QUERY_ID_KEY``).
 _BATCH_ID, _QUERY_ID = "streaming.sql.batchId", "sql.streaming.queryId"
-#: (state location, spec fingerprint, shards) this worker has checked against the location's record.
-_CHECKED: set[tuple[str, str, int]] = set()
+#: (state location, query id, spec fingerprint, shards) this worker has checked against the
+#: location's record: per query, so a location deleted and created anew for another query is
+#: checked (and recorded) again.
+_CHECKED: set[tuple[str, str, str, int]] = set()
 
 
 def _check_names(raw: dict[str, Any]) -> dict[str, str]:
@@ -343,7 +345,7 @@ class _ShardStep:
         """Shard ``shard``'s step of Spark's micro-batch ``batch_id`` over ``batches`` (the rows
         Spark's shuffle gave its partition, with the internal columns)."""
         root = self.state or f"{self.state_base}/{query_id}"
-        self._check_recorded(root)
+        self._check_recorded(root, query_id)
         got = [b for b in batches if b.num_rows]
         table = pa.Table.from_batches(got) if got else None
         bt = int(table.column(BT_COLUMN)[0].as_py()) if table is not None else time.time_ns() // 1000
@@ -387,11 +389,11 @@ class _ShardStep:
                             shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows,
                             late_data_path=self.late_path)
 
-    def _check_recorded(self, root: str) -> None:
+    def _check_recorded(self, root: str, query_id: str) -> None:
         """The state location records the shard count and spec its state was written with; a query
         with others is refused, naming the option (keys would reach shards without their state, or
         state be read under other rules)."""
-        checked = (root, self._record["fingerprint"], self.shards)
+        checked = (root, query_id, self._record["fingerprint"], self.shards)
         if checked in _CHECKED:
             return
         marker = layout.spec_marker(root)

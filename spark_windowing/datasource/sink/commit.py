@@ -139,7 +139,7 @@ class BatchCommit:
         with trace.span("sink.commit.merge_execute"):
             merged = merged.execute()
         delta.note_commit(delta.table_uri(self.options.root, CURRENT), dt, self.app_id, before, self.batch_id)
-        _remember_open_ends(self.options.root, self._open_ends)
+        _remember_open_ends((self.options.root, delta.table_id(dt)), self._open_ends)
         self.metrics[CURRENT] = {**delta.commit_sizes(delta.table_uri(self.options.root, CURRENT), dt.version()),
                                  "rows_copied": merged.get("num_target_rows_copied", 0),
                                  "files_scanned": merged.get("num_target_files_scanned", 0)}
@@ -174,7 +174,7 @@ class BatchCommit:
             return True
         _HIGH_WATER[(uri, self.app_id)].version = appends.known_version(uri)   # its own append moves no mark
         self._open_ends.extend(_open_window_ends(b) for b in rows.to_batches())
-        _remember_open_ends(root, self._open_ends)
+        _remember_open_ends((root, delta.table_id(table)), self._open_ends)
         self.metrics[CURRENT] = {"files_added": len(files), "bytes_added": sum(f.size for f in files),
                                  "files_removed": 0, "bytes_removed": 0}
         return True
@@ -197,16 +197,19 @@ class BatchCommit:
         touched: a window that expires with nothing new fires no pane). Idempotent; no commit
         when nothing changes."""
         root = self.options.root
-        before = _CLOSED_THROUGH.get(root)
-        if self._bound is None or (before is not None and self._bound <= before):
+        if self._bound is None:
             return
         dt = self._current or delta.latest(delta.table_uri(root, CURRENT))
-        open_ends = _OPEN_ENDS.get(root)
+        key = (root, delta.table_id(dt))
+        before = _CLOSED_THROUGH.get(key)
+        if before is not None and self._bound <= before:
+            return
+        open_ends = _OPEN_ENDS.get(key)
         if open_ends is None:
             open_ends = _scan_open_ends(dt)
-        _OPEN_ENDS[root] = open_ends[open_ends > self._bound]
-        if len(_OPEN_ENDS[root]) == len(open_ends):   # no open window ends by the bound: nothing to mark
-            _CLOSED_THROUGH[root] = self._bound
+        _OPEN_ENDS[key] = open_ends[open_ends > self._bound]
+        if len(_OPEN_ENDS[key]) == len(open_ends):   # no open window ends by the bound: nothing to mark
+            _CLOSED_THROUGH[key] = self._bound
             return
         predicate = f"is_final = false AND window_end <= '{iso_us(self._bound)}'"
         if before is not None:
@@ -220,7 +223,7 @@ class BatchCommit:
         updated = dt.update(updates={"is_final": "true"}, predicate=predicate,
                             commit_properties=CommitProperties(custom_metadata=self._commit_metadata()))
         delta.note_commit(delta.table_uri(root, CURRENT), dt, self.app_id, before)
-        _CLOSED_THROUGH[root] = self._bound
+        _CLOSED_THROUGH[key] = self._bound
         if updated.get("num_updated_rows"):
             self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
 
@@ -284,19 +287,20 @@ class BatchCommit:
 EAGER_MERGE_BYTES = 16 * 1024 * 1024
 
 
-#: Per sink path, the bound (µs) through which this process has marked ``current``'s windows
+#: Per (sink path, ``current``'s identity: ``delta.table_id``), the bound (µs) through which this process has marked ``current``'s windows
 #: final. Every window ending at or before it is final in the table: the UPDATE marked those there
 #: then, and every later MERGE marks its own rows against a bound at least as high (the watermark
 #: never goes back). So the next UPDATE looks only at windows ending after it, in the buckets the
 #: bound moved through, and a batch whose bound did not move makes none. A new process (a restart,
 #: a replay) starts without it and makes one full UPDATE.
-_CLOSED_THROUGH: dict[str, int] = {}
+_CLOSED_THROUGH: dict[tuple[str, str], int] = {}
 
 @dataclass
 class _Mark:
-    """``current``'s latest window end (µs) as a query last read it, and the table version after
-    the query's own last blind append (its appends do not move the mark)."""
+    """``current``'s latest window end (µs) as a query last read it, the table's identity, and
+    the table version after the query's own last blind append (its appends do not move the mark)."""
     end: int
+    table: str
     version: int | None
 
 
@@ -310,7 +314,7 @@ def _high_water(uri: str, table: DeltaTable, app_id: str) -> int:
     whenever the table moved past this query's last blind append (another writer, the upkeep,
     an UPDATE): a pane ending after it is a window no earlier query wrote."""
     known = _HIGH_WATER.get((uri, app_id))
-    if known is not None and known.version == table.version():
+    if known is not None and known.table == delta.table_id(table) and known.version == table.version():
         return known.end
     actions = pa.table(table.get_add_actions(flatten=True))
     if actions.num_rows == 0:
@@ -320,17 +324,17 @@ def _high_water(uri: str, table: DeltaTable, app_id: str) -> int:
     else:
         ends = table.to_pyarrow_dataset().to_table(columns=["window_end"]).column("window_end")
         end = pc.max(_end_micros(ends)).as_py() if ends.null_count < len(ends) else MIN_TIME
-    _HIGH_WATER[(uri, app_id)] = _Mark(end, table.version())
+    _HIGH_WATER[(uri, app_id)] = _Mark(end, delta.table_id(table), table.version())
     return end
 
 
-#: Per sink path, the window ends (µs, sorted) of ``current``'s rows that may not be final yet:
+#: Per (sink path, ``current``'s identity), the window ends (µs, sorted) of ``current``'s rows that may not be final yet:
 #: read from the table at this process's first close (``_scan_open_ends``), then kept up by its
 #: own MERGEs (the ends of the not-final rows they wrote) and closes (ends at or before the bound
 #: leave). The UPDATE that marks windows final runs only when one of them ends at or before the
 #: bound: with an ON_TIME pane that is already final (no allowed lateness), never. Rows a
 #: retraction deleted may linger here: they only cost an UPDATE that finds nothing.
-_OPEN_ENDS: dict[str, np.ndarray] = {}
+_OPEN_ENDS: dict[tuple[str, str], np.ndarray] = {}
 
 
 def _open_window_ends(batch: pa.RecordBatch) -> np.ndarray:
@@ -339,10 +343,10 @@ def _open_window_ends(batch: pa.RecordBatch) -> np.ndarray:
         zero_copy_only=False)
 
 
-def _remember_open_ends(root: str, ends: list[np.ndarray]) -> None:
-    known = _OPEN_ENDS.get(root)
+def _remember_open_ends(key: tuple[str, str], ends: list[np.ndarray]) -> None:
+    known = _OPEN_ENDS.get(key)
     if known is not None and ends:
-        _OPEN_ENDS[root] = np.sort(np.concatenate([known, *ends]))
+        _OPEN_ENDS[key] = np.sort(np.concatenate([known, *ends]))
 
 
 def _scan_open_ends(table: DeltaTable) -> np.ndarray:

@@ -154,6 +154,18 @@ def exists(uri: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def stamp(uri: str) -> tuple[int, int] | None:
+    """(size, modification time in ns) of the file at ``uri`` (one stat, or one HEAD request on an
+    object store); None when there is none. Two files written at the same path at different
+    times are told apart by it: what tells a table from one deleted and created anew."""
+    fs, path = filesystem(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        return None
+    mtime = info.mtime_ns if info.mtime_ns is not None else 0
+    return int(info.size or 0), int(mtime)
+
+
 def write_atomic(uri: str, data: bytes, *, durable: bool = True) -> None:
     """Write ``data`` so that readers see the old file or the whole new one, never a part.
 

@@ -11,6 +11,9 @@ Here the process remembers, per table, the version it last saw and the app-trans
 in it (:class:`_Known`), and writes the next log entry itself:
 
 1. the first append of a process (or after a miss) reads both from the table (``delta.latest``);
+   before each later append, one stat checks that the last entry it knows is still the one it saw
+   (``delta.log_stamp``): a table deleted and created anew at the path is read afresh, never
+   appended to at the old table's next version;
 2. a batch whose app transaction the table already holds is skipped (False: a replay);
 3. otherwise ``_delta_log/<version + 1>.json`` is published with put-if-absent
    (``storage.publish_exclusive``): ``commitInfo`` (operation ``WRITE``, mode ``Append``,
@@ -51,10 +54,13 @@ _ATTEMPTS = 3
 
 @dataclass
 class _Known:
-    """A table's latest version as this process last saw or wrote it, and its app transactions."""
+    """A table's latest version as this process last saw or wrote it, its app transactions, and
+    the stamp of that version's log entry (``delta.log_stamp``): what this process knows holds
+    while the entry is the one it saw."""
 
     version: int
     txn: dict[str, int | None]
+    stamp: tuple[int, int] | None
 
 
 _KNOWN: dict[str, _Known] = {}
@@ -80,11 +86,15 @@ def append(uri: str, files: Sequence[DataFile], *, app_id: str, batch_id: int,
         return _append_with_delta_rs(uri, files, app_id, batch_id, metadata)
     for _ in range(_ATTEMPTS):
         known = _KNOWN.get(uri)
+        if known is not None and delta.log_stamp(uri, known.version) != known.stamp:
+            forget(uri)   # another table at the path (deleted and created anew): read it
+            known = None
         if known is None or app_id not in known.txn:
             table = delta.latest(uri)
             if not _plain_protocol(table):
                 return _append_with_delta_rs(uri, files, app_id, batch_id, metadata)
-            known = _KNOWN[uri] = _Known(table.version(), {app_id: table.transaction_version(app_id)})
+            known = _KNOWN[uri] = _Known(table.version(), {app_id: table.transaction_version(app_id)},
+                                         delta.log_stamp(uri, table.version()))
         done = known.txn[app_id]
         if done is not None and done >= batch_id:
             return False
@@ -92,6 +102,7 @@ def append(uri: str, files: Sequence[DataFile], *, app_id: str, batch_id: int,
         if storage.publish_exclusive(f"{uri.rstrip('/')}/_delta_log/{known.version + 1:020d}.json", entry):
             known.version += 1
             known.txn[app_id] = batch_id
+            known.stamp = delta.log_stamp(uri, known.version)
             return True
         forget(uri)   # someone committed since: read the table again and decide anew
     return _append_with_delta_rs(uri, files, app_id, batch_id, metadata)

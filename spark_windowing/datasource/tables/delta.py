@@ -174,28 +174,55 @@ def recorded_pane_schema(table: DeltaTable) -> str | None:
     return table.metadata().configuration.get(CONF_SCHEMA)
 
 
+def log_stamp(uri: str, version: int) -> tuple[int, int] | None:
+    """The stamp (``storage.stamp``: size, modification time) of the log entry ``version`` of the
+    table at ``uri``; None when there is none. A cache that knows a table at version ``v`` checks
+    this before it trusts what it knows: a table deleted and created anew at the same path (a
+    notebook's re-run, a test reusing a path) has another entry there, or none."""
+    return storage.stamp(f"{uri.rstrip('/')}/_delta_log/{version:020d}.json")
+
+
+def table_id(table: DeltaTable) -> str:
+    """The table's identity (Delta's ``metaData.id``, a UUID chosen when the table was created):
+    what the caches keyed by a table remember it by, besides its URI."""
+    return table.metadata().id
+
+
+@dataclass
+class _Handle:
+    """A table this process keeps open, and the stamp of its version's log entry."""
+    table: DeltaTable
+    stamp: tuple[int, int] | None
+
+
 #: uri -> the DeltaTable this process last opened there (``latest``).
-_HANDLES: dict[str, DeltaTable] = {}
+_HANDLES: dict[str, _Handle] = {}
 
 
 def latest(uri: str) -> DeltaTable:
     """The table at ``uri`` at its latest version, kept open across calls in this process.
 
     Opening a Delta table replays its log from the last checkpoint (6-25 ms for a pane table a
-    few dozen commits old); a kept handle looks for the next version's log entry (one stat, or one
-    HEAD request on an object store) and reads only the commits added since (2-10 ms). The
-    sink's commit runs in a Python worker that Spark keeps for the query, so each micro-batch
-    pays the catch-up, not the open. A table deleted and created anew under the same ``uri`` must
-    be dropped with :func:`forget` (``ensure_pane_table`` does it when it creates a table)."""
-    table = _HANDLES.get(uri)
-    if table is not None:
+    few dozen commits old); a kept handle checks that its version's log entry is still the one it
+    read (``log_stamp``: one stat), looks for the next version's entry (one more) and reads only
+    the commits added since (2-10 ms). The sink's commit runs in a Python worker that Spark keeps
+    for the query, so each micro-batch pays the catch-up, not the open. A table deleted and
+    created anew under the same ``uri`` is opened afresh: its identity (``table_id``) is new, so
+    what other caches remember of the old one no longer applies."""
+    kept = _HANDLES.get(uri)
+    if kept is not None:
         try:
-            if storage.exists(f"{uri.rstrip('/')}/_delta_log/{table.version() + 1:020d}.json"):
-                table.update_incremental()    # versions are contiguous: no next one, nothing newer
-            return table
+            table = kept.table
+            if log_stamp(uri, table.version()) == kept.stamp:
+                if storage.exists(f"{uri.rstrip('/')}/_delta_log/{table.version() + 1:020d}.json"):
+                    table.update_incremental()    # versions are contiguous: no next one, nothing newer
+                    kept.stamp = log_stamp(uri, table.version())
+                return table
         except Exception:   # e.g. the log was moved away under us: open it afresh (or fail there)
-            _HANDLES.pop(uri, None)
-    table = _HANDLES[uri] = DeltaTable(uri)
+            pass
+        _HANDLES.pop(uri, None)
+    table = DeltaTable(uri)
+    _HANDLES[uri] = _Handle(table, log_stamp(uri, table.version()))
     return table
 
 
@@ -204,20 +231,21 @@ def forget(uri: str) -> None:
     _HANDLES.pop(uri, None)
 
 
-#: (uri, app id) -> (a table version, the app's transaction version as of it).
-_TXNS: dict[tuple[str, str], tuple[int, int | None]] = {}
+#: (uri, app id) -> (the table's identity and version, the app's transaction version as of it).
+_TXNS: dict[tuple[str, str], tuple[str, int, int | None]] = {}
 
 
 def transaction_version(uri: str, table: DeltaTable, app_id: str) -> int | None:
-    """``table.transaction_version(app_id)``, remembered for the table's version: delta-rs finds
-    it by scanning the table's log state (~10 ms a call on ``current`` in a Spark worker), and the
-    sink asks before every commit. :func:`note_commit` carries it across the sink's own commits."""
-    version = table.version()
+    """``table.transaction_version(app_id)``, remembered for the table's identity and version:
+    delta-rs finds it by scanning the table's log state (~10 ms a call on ``current`` in a Spark
+    worker), and the sink asks before every commit. :func:`note_commit` carries it across the
+    sink's own commits."""
+    key, version = (table_id(table), table.version()), table.version()
     known = _TXNS.get((uri, app_id))
-    if known is not None and known[0] == version:
-        return known[1]
+    if known is not None and known[:2] == key:
+        return known[2]
     done = table.transaction_version(app_id)
-    _TXNS[(uri, app_id)] = (version, done)
+    _TXNS[(uri, app_id)] = (*key, done)
     return done
 
 
@@ -225,14 +253,14 @@ def note_commit(uri: str, table: DeltaTable, app_id: str, before: int, batch_id:
     """``table`` advanced from version ``before`` by one commit of this process, which recorded
     ``app_id``'s transaction ``batch_id`` (None: no transaction, e.g. an UPDATE), or by none (an
     UPDATE that changed nothing): what :func:`transaction_version` knows moves along. Anything
-    else (a commit of another writer in between) forgets it."""
+    else (a commit of another writer in between, another table at the path) forgets it."""
     known = _TXNS.pop((uri, app_id), None)
-    if known is None or known[0] != before:
+    if known is None or known[:2] != (table_id(table), before):
         return
     if table.version() == before:
         _TXNS[(uri, app_id)] = known
     elif table.version() == before + 1:
-        _TXNS[(uri, app_id)] = (before + 1, known[1] if batch_id is None else batch_id)
+        _TXNS[(uri, app_id)] = (known[0], before + 1, known[2] if batch_id is None else batch_id)
 
 
 def open_table(uri: str) -> DeltaTable | None:
