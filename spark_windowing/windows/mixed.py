@@ -124,8 +124,10 @@ builds the candidate windows of the distinct times and finds each window's recor
 ``searchsorted``.
 
 Code: the buffer, its evaluation hooks and what they return (``StepView``, ``Evaluation``,
-``Closed``, ``Late``) are in ``spark_windowing.windows.buffered``; ``count`` and ``sliding(d, n elements)``
-here; ``record_sliding`` in ``spark_windowing.windows.record_sliding``.
+``Closed``, ``Late``) are in ``spark_windowing.windows.buffered``, with the timestamp-order
+numbering ``sliding(d, n elements)`` shares with count windows in timestamp order
+(``countOrder=timestamp``, ``spark_windowing.windows.timestamp_count``); ``count`` and
+``sliding(d, n elements)`` here; ``record_sliding`` in ``spark_windowing.windows.record_sliding``.
 """
 
 
@@ -135,8 +137,9 @@ import numpy as np
 
 from spark_windowing._time import MAX_TIME
 from spark_windowing.windows.buffered import Evaluation, MixedLogic, StepView, TimestampOrdinals, ranks
-from spark_windowing.windows.kinds import CountEvery, RecordSliding, SlidingEvery, WindowFn
+from spark_windowing.windows.kinds import CountEvery, RecordSliding, SlidingEvery, TimestampCount, WindowFn
 from spark_windowing.windows.record_sliding import RecordSlidingLogic
+from spark_windowing.windows.timestamp_count import TimestampCountLogic
 
 
 def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
@@ -147,6 +150,8 @@ def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
         return SlidingEveryLogic(window)
     if isinstance(window, RecordSliding):
         return RecordSlidingLogic(window, lateness)
+    if isinstance(window, TimestampCount):
+        return TimestampCountLogic(window)
     raise TypeError(f"not a mixed window: {window!r}")
 
 

@@ -18,7 +18,7 @@ from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
 from spark_windowing.datasource.upstreams import UPSTREAMS
 from spark_windowing.errors import OptionError, UnknownOptionError
-from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.spec import COUNT_ORDER_FORMS, OperatorSpec
 from spark_windowing.operator.watermark import parse_watermark
 
 #: ``maxEventTimeAhead``'s default: no real stream has valid events a day ahead of the clock, while
@@ -38,7 +38,7 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
-    "maxeventtimeahead", "endofinput", "execution",
+    "maxeventtimeahead", "endofinput", "execution", "countorder",
     # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -158,6 +158,11 @@ def operator_spec(options: dict[str, str], window: str, ts_col: str | None, *, j
                   ) -> OperatorSpec:
     """The operator's spec from lower-cased ``options`` (``time_options`` gives ``window`` and
     ``ts_col``): the same parse for ``format("windowed")`` and ``spark_windowing.window(df)``."""
+    count_order = options.get("countorder")
+    if not ts_col and count_order is not None and str(count_order).strip().lower() == "timestamp":
+        raise OptionError("countOrder", count_order, COUNT_ORDER_FORMS,
+                          why="no timestampColumn (processing-time windows): timestamp order needs an event-time "
+                              "column and its watermark")
     return OperatorSpec.from_options(
         window=window, aggregate=options.get("aggregate"), process=options.get("process"),
         evictor=options.get("evictor"),
@@ -168,7 +173,7 @@ def operator_spec(options: dict[str, str], window: str, ts_col: str | None, *, j
         timestamp_combiner=options.get("timestampcombiner", "end_of_window"),
         fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"),
         max_event_time_ahead=options.get("maxeventtimeahead", DEFAULT_MAX_EVENT_TIME_AHEAD),
-        join=join, aggregate2=options.get("aggregate2"),
+        count_order=count_order, join=join, aggregate2=options.get("aggregate2"),
         key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
 
 
