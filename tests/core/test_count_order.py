@@ -36,9 +36,10 @@ sizes = st.integers(1, 4).flatmap(lambda n: st.tuples(st.just(n), st.integers(1,
 # ---------------------------------------------------------------- the rule, per element
 
 def ref_timestamp_count(steps, size, slide):
-    """Windows (key, j, ids) and late ids: per step, the elements the watermark passed are
-    counted in (ts, arrival) order after the key's earlier ones; window j is elements
-    max(0, (j+1)·slide − size) … (j+1)·slide − 1 of that sequence, fired once complete."""
+    """Windows (key, j, ids, watermark of the step that fires it) and late ids: per step, the
+    elements the watermark passed are counted in (ts, arrival) order after the key's earlier
+    ones; window j is elements max(0, (j+1)·slide − size) … (j+1)·slide − 1 of that sequence,
+    fired in the step that completes it."""
     waiting, counted, late, panes, arrival = defaultdict(list), defaultdict(list), [], [], 0
     for events, w in steps:
         for key, ts, i in events:
@@ -55,7 +56,7 @@ def ref_timestamp_count(steps, size, slide):
             done = len(seq) // slide
             seq += passed
             for j in range(done, len(seq) // slide):
-                panes.append((key, j, [i for _, _, i in seq[max(0, (j + 1) * slide - size):(j + 1) * slide]]))
+                panes.append((key, j, [i for _, _, i in seq[max(0, (j + 1) * slide - size):(j + 1) * slide]], w))
     return sorted(panes), sorted(late)
 
 
@@ -70,7 +71,9 @@ def run(window, steps, **kw):
 
 
 def windows_of(s, steps):
-    """(key, window_seq, ids) of the panes taken from ``s``, after checking each pane's shape."""
+    """(key, window_seq, ids, watermark) of the panes taken from ``s``, after checking each
+    pane's shape (the watermark names the step that fired it: a window fires in the first step
+    whose watermark passes its last element, so steps that fire have distinct watermarks)."""
     ts_of = {i: ts for events, _ in steps for _, ts, i in events}
     panes = s.take_panes()
     for p in panes:  # bounds and timestamp follow the elements; fired once, final; elements in ts order
@@ -83,7 +86,7 @@ def windows_of(s, steps):
     for p in panes:
         seqs[p["k"]].append(p["window_seq"])
     assert all(v == sorted(v) for v in seqs.values())  # a key's windows in order
-    return sorted((p["k"], p["window_seq"], p["ids"]) for p in panes)
+    return sorted((p["k"], p["window_seq"], p["ids"], p["watermark"]) for p in panes)
 
 
 @given(streams(), sizes)
@@ -256,13 +259,14 @@ def run_ours_as_storm(window, steps):
 def test_count_windows_in_timestamp_order_are_storms_event_time_count_windows(steps, size_slide):
     size, slide = size_slide
     assume(not storm_skips_a_tie(steps, slide))
-    storm = {k: StormWindow(("count", size), ("count", slide)) for k in "ab"}
+    storm, fired_at = {k: StormWindow(("count", size), ("count", slide)) for k in "ab"}, {}
     for events, w in steps:
         for k, ts, i in events:
             storm[k].add(ts, i)
-        for sw in storm.values():
+        for k, sw in storm.items():
             sw.watermark(w)
-    want = sorted((k, j, a.events) for k, sw in storm.items() for j, a in enumerate(sw.activations))
+            fired_at.update({(k, j): w for j in range(len(sw.activations)) if (k, j) not in fired_at})
+    want = sorted((k, j, a.events, fired_at[k, j]) for k, sw in storm.items() for j, a in enumerate(sw.activations))
     s = run_ours_as_storm(f"count({size}, {slide})", steps)
     assert windows_of(s, steps) == want
     assert sorted(r["i"] for r in s.take_late()) == sorted(i for sw in storm.values() for i in sw.late)
