@@ -20,6 +20,7 @@ from spark_windowing.datasource.upstreams import UPSTREAMS
 from spark_windowing.errors import OptionError, UnknownOptionError
 from spark_windowing.operator.spec import COUNT_ORDER_FORMS, OperatorSpec
 from spark_windowing.operator.watermark import parse_watermark
+from spark_windowing.windows.kinds import CountWindow, parse_window
 
 #: ``maxEventTimeAhead``'s default: no real stream has valid events a day ahead of the clock, while
 #: one event dated years ahead would close every open window (docs/semantics.md, events from the future).
@@ -52,6 +53,23 @@ _DOCUMENTED = {o.name.lower(): o.name for o in options_of("reader") if o.name.lo
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
 JOIN_OPTIONS = _JOIN_OWN + _KIND_OPTIONS2
+
+
+def applicable_conf_defaults(explicit: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    """The ``spark.windowed.*`` conf defaults (lower-cased names) that apply to a query with the
+    ``explicit`` options: a join option's only to a query that names a ``source2``, and
+    ``countOrder`` only to one with a ``count(<size>[, <slide>])`` window — so a conf-wide
+    ``join`` or ``countOrder`` cannot break the queries they mean nothing to."""
+    if "source2" not in explicit and "source2" not in defaults:
+        defaults = {k: v for k, v in defaults.items() if k not in JOIN_OPTIONS}
+    if "countorder" in defaults:
+        try:
+            counts = isinstance(parse_window(str(explicit.get("window", defaults.get("window", "")))), CountWindow)
+        except OptionError:
+            counts = True  # the window's own error comes first; keep the default
+        if not counts:
+            defaults = {k: v for k, v in defaults.items() if k != "countorder"}
+    return defaults
 
 
 def _require(options: dict[str, str], name: str, accepted: str) -> str:
