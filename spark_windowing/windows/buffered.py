@@ -220,20 +220,22 @@ class TimestampOrdinals(MixedLogic):
     earlier-numbered ones: an element is numbered under a watermark it was not behind when it
     arrived, so every element numbered before it had a smaller timestamp.
 
+    ``every``: every ``every``-th element of a key closes a window; a late element's row names the
+    window ``[ts, ts + late_span)``.
+
     State: per buffered element its number (``ordinal``, -1 until numbered); per key the elements
     numbered so far (``counted``, keyed by ``counted_keys``), kept forever like count windows'
     per-key counts."""
 
-    def __init__(self, window: WindowFn) -> None:
+    def __init__(self, window: WindowFn, every: int, late_span: int) -> None:
         super().__init__(window)
+        self.every, self.late_span = every, late_span
         self.ordinal = np.empty(0, dtype=np.int64)
         self.counted_keys: pa.Table | None = None
         self.counted = np.empty(0, dtype=np.int64)
 
-    @property
-    def every(self) -> int:
-        """Every ``every``-th element of a key closes a window."""
-        raise NotImplementedError
+    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return ts < view.wm, ts, ts + self.late_span
 
     def _appended(self, m: int) -> None:
         self.ordinal = np.concatenate([self.ordinal, np.full(m, -1, dtype=np.int64)])

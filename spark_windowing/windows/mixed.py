@@ -235,12 +235,8 @@ class SlidingEveryLogic(TimestampOrdinals):
 
     window: SlidingEvery
 
-    @property
-    def every(self) -> int:
-        return self.window.every
-
-    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return ts < view.wm, ts, ts + self.window.size
+    def __init__(self, window: SlidingEvery) -> None:
+        super().__init__(window, window.every, window.size)
 
     def evaluate(self, view: StepView) -> Evaluation:
         w, out = self.window, Evaluation()

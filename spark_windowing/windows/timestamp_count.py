@@ -57,12 +57,8 @@ class TimestampCountLogic(TimestampOrdinals):
 
     window: TimestampCount
 
-    @property
-    def every(self) -> int:
-        return self.window.step
-
-    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return ts < view.wm, ts, ts
+    def __init__(self, window: TimestampCount) -> None:
+        super().__init__(window, window.step, 0)  # a late row names [ts, ts]: count windows' bounds are times
 
     def evaluate(self, view: StepView) -> Evaluation:
         out = Evaluation()

@@ -20,7 +20,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from event_streams import streams
+from event_streams import check_restore_continues, checked_panes, feed, run_storm, streams
 
 from spark_windowing.errors import OptionError, SnapshotError
 from spark_windowing.operator.spec import OperatorSpec
@@ -39,15 +39,12 @@ def ref_timestamp_count(steps, size, slide):
     """Windows (key, j, ids, watermark of the step that fires it) and late ids: per step, the
     elements the watermark passed are counted in (ts, arrival) order after the key's earlier
     ones; window j is elements max(0, (j+1)·slide − size) … (j+1)·slide − 1 of that sequence,
-    fired in the step that completes it."""
-    waiting, counted, late, panes, arrival = defaultdict(list), defaultdict(list), [], [], 0
+    fired in the step that completes it. (Ids are numbered in arrival order.)"""
+    waiting, counted, late, panes = defaultdict(list), defaultdict(list), [], []
     for events, w in steps:
+        late += [i for _, ts, i in events if ts < w]
         for key, ts, i in events:
-            if ts < w:
-                late.append(i)
-            else:
-                waiting[key].append((ts, arrival, i))
-            arrival += 1
+            waiting[key] += [(ts, i)] if ts >= w else []
         for key in list(waiting):
             passed = sorted(e for e in waiting[key] if e[0] < w)
             waiting[key] = [e for e in waiting[key] if e[0] >= w]
@@ -56,32 +53,19 @@ def ref_timestamp_count(steps, size, slide):
             done = len(seq) // slide
             seq += passed
             for j in range(done, len(seq) // slide):
-                panes.append((key, j, [i for _, _, i in seq[max(0, (j + 1) * slide - size):(j + 1) * slide]], w))
+                panes.append((key, j, [i for _, i in seq[max(0, (j + 1) * slide - size):(j + 1) * slide]], w))
     return sorted(panes), sorted(late)
 
 
 def run(window, steps, **kw):
-    s = TestStream(window=window, **{**KW, **kw})
-    for events, w in steps:
-        if events:
-            s.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=w)
-        else:
-            s.advance_watermark_to(w)
-    return s
+    return feed(TestStream(window=window, **{**KW, **kw}), steps)
 
 
 def windows_of(s, steps):
     """(key, window_seq, ids, watermark) of the panes taken from ``s``, after checking each
     pane's shape (the watermark names the step that fired it: a window fires in the first step
     whose watermark passes its last element, so steps that fire have distinct watermarks)."""
-    ts_of = {i: ts for events, _ in steps for _, ts, i in events}
-    panes = s.take_panes()
-    for p in panes:  # bounds and timestamp follow the elements; fired once, final; elements in ts order
-        times = [ts_of[i] for i in p["ids"]]
-        assert times == sorted(times)
-        assert (p["window_start"], p["window_end"], p["pane_timestamp"]) == (times[0], times[-1], times[-1])
-        assert (p["pane_timing"], p["is_final"], p["pane_index"], p["kind"]) == ("ON_TIME", True, 0, "TRIGGER")
-        assert (p["f"], p["l"], p["s"], p["n"]) == (p["ids"][0], p["ids"][-1], sum(p["ids"]), len(p["ids"]))
+    panes = checked_panes(s, steps)
     seqs = defaultdict(list)
     for p in panes:
         seqs[p["k"]].append(p["window_seq"])
@@ -121,26 +105,22 @@ def test_bundling_does_not_matter(steps, size_slide, cuts):
 @settings(max_examples=40, deadline=None)
 def test_snapshot_restore_continue_gives_the_same_panes(steps, cut, size_slide):
     size, slide = size_slide
-    cut, window = min(cut, len(steps)), f"count({size}, {slide})"
-    whole, first = run(window, steps), run(window, steps[:cut])
-    resumed = TestStream.restore(first.snapshot(), window=window, **KW)
-    for events, w in steps[cut:]:
-        if events:
-            resumed.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=w)
-        else:
-            resumed.advance_watermark_to(w)
-    assert sorted(windows_of(first, steps) + windows_of(resumed, steps)) == windows_of(whole, steps)
-    assert sorted(r["i"] for r in first.take_late() + resumed.take_late()) == sorted(r["i"] for r in whole.take_late())
+    window = f"count({size}, {slide})"
+    check_restore_continues(lambda: TestStream(window=window, **KW),
+                            lambda blob: TestStream.restore(blob, window=window, **KW), steps, min(cut, len(steps)),
+                            lambda s: windows_of(s, steps))
 
 
 def test_state_keeps_only_what_later_windows_can_use():
-    """Per key: the elements from the next incomplete window's first on, and those not counted."""
-    steps = [([("a", t, t) for t in range(b, b + 50)], b) for b in range(0, 5000, 50)]
+    """Per key: the elements from the next incomplete window's first on, and those not counted.
+    Keys a (even times) and b (odd), 100 steps of 25 each; the last step's watermark is 4950."""
+    steps = [([("ab"[t % 2], t, t) for t in range(b, b + 50)], b) for b in range(0, 5000, 50)]
     s = run("count(7, 3)", steps)
-    # 4950 counted (ts < 4950): 1650 windows; the next (1650) holds numbers 1651·3 − 7 = 4946 … 4952
-    assert sorted(s.operator.mixed.ts // 1000) == list(range(4946, 5000))
-    assert s.operator.num_windows == 0  # window rows live only for the step they fire in
-    assert len(s.take_panes()) == 1650
+    kept = {k: sorted(t // 1000 for k2, t in zip(s.operator.mixed.keys["k"].to_pylist(), s.operator.mixed.ts)
+                      if k2 == k) for k in "ab"}
+    # per key 2475 counted: 825 windows; the next (825) holds numbers 826·3 − 7 = 2471 … 2477
+    assert kept == {"a": list(range(2 * 2471, 5000, 2)), "b": list(range(2 * 2471 + 1, 5000, 2))}
+    assert (s.operator.num_windows, len(s.take_panes())) == (0, 2 * 825)  # window rows live for their step only
 
 
 def test_next_timer_is_the_element_that_completes_the_next_window():
@@ -243,31 +223,14 @@ def storm_skips_a_tie(steps, slide):
     return False
 
 
-def run_ours_as_storm(window, steps):
-    """Tuples arrive under the previous watermark; then the watermark moves (Storm's order)."""
-    s, prev = TestStream(window=window, **KW), 0
-    for events, w in steps:
-        if events:
-            s.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=prev)
-        s.advance_watermark_to(w)
-        prev = w
-    return s
-
-
 @given(storm_scenarios(), sizes)
 @settings(max_examples=150, deadline=None)
 def test_count_windows_in_timestamp_order_are_storms_event_time_count_windows(steps, size_slide):
     size, slide = size_slide
     assume(not storm_skips_a_tie(steps, slide))
-    storm, fired_at = {k: StormWindow(("count", size), ("count", slide)) for k in "ab"}, {}
-    for events, w in steps:
-        for k, ts, i in events:
-            storm[k].add(ts, i)
-        for k, sw in storm.items():
-            sw.watermark(w)
-            fired_at.update({(k, j): w for j in range(len(sw.activations)) if (k, j) not in fired_at})
+    storm, fired_at = run_storm(("count", size), ("count", slide), steps)
     want = sorted((k, j, a.events, fired_at[k, j]) for k, sw in storm.items() for j, a in enumerate(sw.activations))
-    s = run_ours_as_storm(f"count({size}, {slide})", steps)
+    s = feed(TestStream(window=f"count({size}, {slide})", **KW), steps, storm_order=True)
     assert windows_of(s, steps) == want
     assert sorted(r["i"] for r in s.take_late()) == sorted(i for sw in storm.values() for i in sw.late)
 
