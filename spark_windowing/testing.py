@@ -44,10 +44,12 @@ class TestStream:
                  timestamp_column: str = "ts", timestamp_unit: str = "ms",
                  fire_only_updated_panes: bool = False, join: str | None = None, aggregate2: str | None = None,
                  key_columns2: str | Iterable[str] | None = None, timestamp_column2: str | None = None,
-                 schema: pa.Schema | None = None, schema2: pa.Schema | None = None) -> None:
+                 schema: pa.Schema | None = None, schema2: pa.Schema | None = None,
+                 count_order: str | None = None) -> None:
         """``join`` merges a second stream (``add_elements(..., stream2=...)``; see
         ``spark_windowing.operator.join``); ``schema``/``schema2`` fix the streams' column types (else
-        taken from the first bundle of each stream, which must come in the first step)."""
+        taken from the first bundle of each stream, which must come in the first step); ``count_order``:
+        the ``countOrder`` option (``arrival`` / ``timestamp``)."""
         if timestamp_unit not in UNIT_FACTORS:
             raise OptionError("timestamp_unit", timestamp_unit, ", ".join(UNIT_FACTORS))
         self._kwargs = dict(window=window, aggregate=aggregate, process=process, evictor=evictor, trigger=trigger,
@@ -55,7 +57,8 @@ class TestStream:
                             timestamp_combiner=timestamp_combiner, key_columns=key_columns,
                             timestamp_column=timestamp_column, timestamp_unit=timestamp_unit,
                             fire_only_updated_panes=fire_only_updated_panes, join=join, aggregate2=aggregate2,
-                            key_columns2=key_columns2, timestamp_column2=timestamp_column2)
+                            key_columns2=key_columns2, timestamp_column2=timestamp_column2,
+                            count_order=count_order)
         self.spec = OperatorSpec.from_options(**self._kwargs)
         self._schemas: list[pa.Schema | None] = [schema, schema2]
         self.unit = UNIT_FACTORS[timestamp_unit]

@@ -33,13 +33,12 @@ class WindowedDataSource(DataSource):
         """``options`` as Spark hands them over, plus the ``spark.windowed.*`` conf defaults that
         ``spark_windowing.register`` makes a query carry (``CONF_DEFAULTS_OPTION``): explicit
         options win; a conf default of a join option applies only to queries that name a
-        ``source2`` (so a conf-wide ``join`` cannot break one-stream queries)."""
-        from spark_windowing.datasource.source.parse import JOIN_OPTIONS
+        ``source2``, and of ``countOrder`` only to count windows (so a conf-wide ``join`` or
+        ``countOrder`` cannot break the other queries: ``parse.applicable_conf_defaults``)."""
+        from spark_windowing.datasource.source.parse import applicable_conf_defaults
         explicit = {k.lower(): v for k, v in dict(options).items()}
         carried = json.loads(explicit.pop(CONF_DEFAULTS_OPTION.lower(), None) or "{}")
-        defaults = {k.lower(): v for k, v in carried.items()}
-        if "source2" not in explicit and "source2" not in defaults:  # a one-stream query: no join defaults
-            defaults = {k: v for k, v in defaults.items() if k not in JOIN_OPTIONS}
+        defaults = applicable_conf_defaults(explicit, {k.lower(): v for k, v in carried.items()})
         self.options = {**defaults, **explicit}
 
     def _is_table_read(self) -> bool:

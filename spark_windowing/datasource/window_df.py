@@ -113,7 +113,8 @@ __all__ = ["window", "WINDOW_OPTIONS", "shard_labels"]
 WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process", "evictor", "keycolumns",
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
-                  "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation")
+                  "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation",
+                  "countorder")
 #: The documented spelling of each option (docs/options.md's registry), for error messages.
 _SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)

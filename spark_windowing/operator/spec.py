@@ -22,11 +22,17 @@ from spark_windowing.operator.join import JoinSpec, build_join
 from spark_windowing.triggers.grammar import parse_trigger
 from spark_windowing.triggers.leaves import Default, Never
 from spark_windowing.triggers.tree import Trigger
-from spark_windowing.windows.kinds import CountWindow, GlobalWindow, RecordSliding, WindowFn, parse_window
+from spark_windowing.windows.kinds import (CountWindow, GlobalWindow, RecordSliding, TimestampCount, WindowFn,
+                                          parse_window)
 
 ACCUMULATION_MODES = ("discarding", "accumulating", "accumulating_and_retracting")
 TIMESTAMP_COMBINERS = ("end_of_window", "earliest", "latest")
 TIMESTAMP_UNITS = tuple(UNIT_FACTORS)
+#: ``countOrder``: how ``count(size[, slide])`` counts a key's elements.
+COUNT_ORDERS = ("arrival", "timestamp")
+COUNT_ORDER_FORMS = ("arrival (Flink's countWindow: in arrival order, the default), timestamp (Storm's "
+                     "event-time count windows: the elements the watermark has passed, in timestamp order; late "
+                     "elements to the late output) — with window=count(<size>[, <slide>])")
 
 
 def _choice(option: str, value: str, choices: Iterable[str]) -> str:
@@ -43,11 +49,34 @@ def parse_columns(value: str | Iterable[str] | None) -> tuple[str, ...]:
     return tuple(c.strip().strip("`") for c in items if c.strip())
 
 
+def _count_order(window: WindowFn, count_order: str | None, timestamp_column: str | None) -> WindowFn:
+    """The window under ``countOrder``: ``count(size[, slide])`` counted in timestamp order
+    (``TimestampCount``) for ``timestamp``; unchanged for ``arrival`` or no value. The option is
+    refused with any other window, and ``timestamp`` without an event-time column."""
+    if not _given(count_order):
+        return window
+    order = str(count_order).strip().lower()
+    if order not in COUNT_ORDERS:
+        raise OptionError("countOrder", count_order, COUNT_ORDER_FORMS)
+    if not isinstance(window, CountWindow):
+        why = ("count(<size>, <every>) and sliding(<size>, <n> elements) always count in timestamp order"
+               if window.mixed and window.count_based else "only count(<size>[, <slide>]) windows count elements")
+        raise OptionError("countOrder", count_order, COUNT_ORDER_FORMS, why=f"window={window.spec()}: {why}")
+    if order == "arrival":
+        return window
+    if not timestamp_column:
+        raise OptionError("countOrder", count_order, COUNT_ORDER_FORMS,
+                          why="timestamp order needs an event-time column (timestampColumn) and its watermark")
+    return TimestampCount.of(window)
+
+
 def _mixed_checks(window: WindowFn, trigger: str | None, allowed_lateness: str) -> Trigger:
-    """Mixed count/time windows fire each evaluation once, final: no trigger, no lateness.
-    ``record_sliding`` fires each window once, when it closes (end + allowedLateness)."""
+    """Mixed count/time windows (and count windows in timestamp order) fire each evaluation once,
+    final: no trigger, no lateness. ``record_sliding`` fires each window once, when it closes
+    (end + allowedLateness)."""
     sliding = isinstance(window, RecordSliding)
-    kinds = "record_sliding(<size>)" if sliding else "count(<size>, <every>) and sliding(<size>, <n> elements)"
+    kinds = "record_sliding(<size>)" if sliding else \
+        "count(<size>, <every>), sliding(<size>, <n> elements) and count windows with countOrder=timestamp"
     if trigger is not None and str(trigger).strip() and parse_trigger(trigger).spec() != Default().spec():
         why = (f"{window.spec()} emits each window once, final, when the watermark passes its end plus "
                "allowedLateness (Kafka's suppress(untilWindowCloses))" if sliding else
@@ -112,16 +141,18 @@ class OperatorSpec:
                      allowed_lateness: str = "0 seconds", timestamp_combiner: str = "end_of_window",
                      fire_only_updated_panes: object = False, join: str | None = None,
                      aggregate2: str | None = None, key_columns2: str | Iterable[str] | None = None,
-                     timestamp_column2: str | None = None, max_event_time_ahead: str | None = None
-                     ) -> "OperatorSpec":
+                     timestamp_column2: str | None = None, max_event_time_ahead: str | None = None,
+                     count_order: str | None = None) -> "OperatorSpec":
         """Build from option strings (Spark option names in snake_case); raise OptionError.
         Exactly one of ``aggregate`` and ``process`` (a process function is imported here, so
         a missing one fails now); ``evictor`` only with ``process``. ``join`` (``inner``,
         ``left``, ``outer``, ``cogroup``) merges a second stream; its ``aggregate2``,
         ``key_columns2`` and ``timestamp_column2`` default to the first's. ``max_event_time_ahead``:
-        a duration, or ``off`` / None for no bound."""
+        a duration, or ``off`` / None for no bound. ``count_order``: ``arrival`` / ``timestamp``
+        for ``count(size[, slide])`` (None: arrival); the reader passes None as
+        ``timestamp_column`` for processing-time windows."""
         aggregates, aggregate_text, ev = _aggregates_or_process(aggregate, process, evictor)
-        w = parse_window(window)
+        w = _count_order(parse_window(window), count_order, timestamp_column)
         if w.mixed:  # Storm's count/time mixes, record_sliding: fire once (spark_windowing.windows.mixed)
             t: Trigger = _mixed_checks(w, trigger, allowed_lateness)
         elif trigger is None or not str(trigger).strip():
@@ -179,6 +210,8 @@ class OperatorSpec:
             # count(size, slide) follows Flink's countWindow since issue #27; state written under
             # the earlier meaning (windows starting at every slide-th element) must not restore
             doc["count_windows"] = "flink"
+        if isinstance(self.window, TimestampCount):  # countOrder=timestamp (absent for arrival: as before)
+            doc["count_order"] = "timestamp"
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
     def describe(self) -> dict[str, object]:
@@ -187,6 +220,8 @@ class OperatorSpec:
                "timestamp_combiner": self.timestamp_combiner, "keys": list(self.key_columns)}
         if self.join is not None:
             out["join"] = self.join.describe()
+        if isinstance(self.window, TimestampCount):
+            out["count_order"] = "timestamp"
         return out
 
 

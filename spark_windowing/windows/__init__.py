@@ -10,5 +10,5 @@ from spark_windowing._lazy import lazy_getattr
 #: The ``kinds`` names, as ``spark_windowing.windows.<name>`` (the module's path before it was a
 #: package), imported on first use.
 __getattr__ = lazy_getattr(__name__, {name: f"{__name__}.kinds" for name in (
-    "WindowFn", "Tumbling", "Sliding", "Cumulate", "Session", "CountWindow", "CountEvery", "SlidingEvery",
-    "RecordSliding", "GlobalWindow", "Inherit", "parse_window")})
+    "WindowFn", "Tumbling", "Sliding", "Cumulate", "Session", "CountWindow", "TimestampCount", "CountEvery",
+    "SlidingEvery", "RecordSliding", "GlobalWindow", "Inherit", "parse_window")})

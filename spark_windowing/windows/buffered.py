@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from spark_windowing._arrow import factorize, field_type
 from spark_windowing._groups import Ranges
-from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
+from spark_windowing._time import GLOBAL_END, MAX_TIME, UNIT_FACTORS
 from spark_windowing.aggregates.binding import BoundAggregate
 from spark_windowing.aggregates.partials import COMBINABLE, numpy_partials
 from spark_windowing.aggregates.preaggregate import input_columns, preaggregate
@@ -209,6 +209,102 @@ class MixedLogic:
 
     def _restore_extra(self, doc: dict[str, Any]) -> None:
         pass
+
+
+class TimestampOrdinals(MixedLogic):
+    """Buffered kinds that number each key's elements in timestamp order (ties: arrival order)
+    once the watermark has passed them (``ts < watermark``), continuing the key's count, and
+    close a window at every ``every``-th: ``sliding(d, n elements)`` and count windows with
+    ``countOrder=timestamp``. An element with ``ts < watermark`` on arrival is late (its place in
+    the key's order may have been counted already). Later elements are never numbered before
+    earlier-numbered ones: an element is numbered under a watermark it was not behind when it
+    arrived, so every element numbered before it had a smaller timestamp.
+
+    ``every``: every ``every``-th element of a key closes a window; a late element's row names the
+    window ``[ts, ts + late_span)``.
+
+    State: per buffered element its number (``ordinal``, -1 until numbered); per key the elements
+    numbered so far (``counted``, keyed by ``counted_keys``), kept forever like count windows'
+    per-key counts."""
+
+    def __init__(self, window: WindowFn, every: int, late_span: int) -> None:
+        super().__init__(window)
+        self.every, self.late_span = every, late_span
+        self.ordinal = np.empty(0, dtype=np.int64)
+        self.counted_keys: pa.Table | None = None
+        self.counted = np.empty(0, dtype=np.int64)
+
+    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return ts < view.wm, ts, ts + self.late_span
+
+    def _appended(self, m: int) -> None:
+        self.ordinal = np.concatenate([self.ordinal, np.full(m, -1, dtype=np.int64)])
+
+    def _kept(self, keep: np.ndarray) -> None:
+        self.ordinal = self.ordinal[keep]
+
+    def _key_rows(self, add: bool = True) -> np.ndarray:
+        """Row in ``counted_keys`` of every buffered element's key (new keys are added, or -1)."""
+        assert self.keys is not None
+        if self.counted_keys is None:
+            self.counted_keys = self.keys.slice(0, 0)
+        kid_state, kid_buf = factorize([self.counted_keys, self.keys])
+        n_ids = int(max(kid_state.max(initial=-1), kid_buf.max(initial=-1))) + 1
+        row_of = np.full(n_ids, -1, dtype=np.int64)
+        row_of[kid_state] = np.arange(len(kid_state))
+        missing = np.unique(kid_buf[row_of[kid_buf] < 0])
+        if len(missing) and add:
+            rep = np.full(n_ids, -1, dtype=np.int64)
+            rep[kid_buf[::-1]] = np.arange(len(kid_buf))[::-1]
+            new_keys = self.keys.take(pa.array(rep[missing]))
+            row_of[missing] = len(self.counted) + np.arange(len(missing))
+            self.counted_keys = pa.concat_tables([self.counted_keys, new_keys]).combine_chunks()
+            self.counted = np.concatenate([self.counted, np.zeros(len(missing), dtype=np.int64)])
+        return row_of[kid_buf]
+
+    def _open_by_key(self, kid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The elements not numbered yet sorted by (key id ``kid``, ts, arrival), and each one's
+        rank within its key."""
+        sel = np.flatnonzero(self.ordinal < 0)
+        sel = sel[np.lexsort((self.arr[sel], self.ts[sel], kid[sel]))]
+        g = kid[sel]
+        head = np.ones(len(g), dtype=bool)
+        head[1:] = g[1:] != g[:-1]
+        starts = np.flatnonzero(head)
+        return sel, np.arange(len(g)) - np.repeat(starts, np.diff(np.append(starts, len(g))))
+
+    def _count(self, wm: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Number the elements the watermark ``wm`` passed since the last evaluation. Returns
+        (buffer positions of those that close a window, their numbers, every buffered element's
+        key row), or None when the watermark passed no new element."""
+        if not ((self.ordinal < 0) & (self.ts < wm)).any():
+            return None
+        krow = self._key_rows()
+        sel, rank = self._open_by_key(krow)
+        passed = self.ts[sel] < wm  # sorted by ts per key: a prefix of each key's run
+        sel, g = sel[passed], krow[sel[passed]]
+        ordn = self.counted[g] + rank[passed]
+        self.ordinal[sel] = ordn
+        np.add.at(self.counted, g, 1)
+        trig = (ordn + 1) % self.every == 0
+        return sel[trig], ordn[trig], krow
+
+    def next_timer(self) -> int:
+        """Just past the time of the element that would close a window next (if no earlier one arrives)."""
+        if len(self.ts) == 0 or not (self.ordinal < 0).any():
+            return MAX_TIME
+        assert self.keys is not None
+        krow = self._key_rows(add=False)  # a query: no new keys are recorded
+        sel, rank = self._open_by_key(factorize([self.keys])[0])
+        counted = np.append(self.counted, 0)[np.where(krow[sel] >= 0, krow[sel], len(self.counted))]
+        hit = rank == self.every - 1 - counted % self.every
+        return int(self.ts[sel[hit]].min()) + 1 if hit.any() else MAX_TIME
+
+    def _extra_state(self):
+        return {"ordinal": self.ordinal, "counted_keys": self.counted_keys, "counted": self.counted}
+
+    def _restore_extra(self, doc):
+        self.ordinal, self.counted_keys, self.counted = doc["ordinal"], doc["counted_keys"], doc["counted"]
 
 
 def ranks(*arrays: np.ndarray) -> tuple[list[np.ndarray], int]:

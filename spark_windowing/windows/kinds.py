@@ -218,6 +218,35 @@ class CountWindow(WindowFn):
 
 
 @dataclass(frozen=True)
+class TimestampCount(WindowFn):
+    """``count(size[, slide])`` with ``countOrder=timestamp``: Storm's event-time count windows
+    (``withWindow(Count.of(size), Count.of(slide))`` with ``withTimestampField`` and ``withLag``,
+    its ``WatermarkCountTriggerPolicy`` + ``WatermarkCountEvictionPolicy``). Per key, the elements
+    the watermark has passed (``ts < watermark``) are counted in timestamp order (ties: arrival
+    order); window ``j`` holds the key's elements number ``max(0, (j+1)·slide − size) …
+    (j+1)·slide − 1`` in that order and fires once the watermark passes its last element — once,
+    ON_TIME and final. An element behind the watermark on arrival (``ts < watermark``) is late
+    (``too_late``). ``spec()`` is the ``window`` option's text, as ``CountWindow``'s; the order is
+    the ``countOrder`` option. See ``spark_windowing.windows.timestamp_count``."""
+
+    size: int
+    slide: int = 0
+    count_based: ClassVar[bool] = True
+    mixed: ClassVar[bool] = True
+
+    @property
+    def step(self) -> int:
+        return self.slide or self.size
+
+    @classmethod
+    def of(cls, window: CountWindow) -> "TimestampCount":
+        return cls(window.size, window.slide)
+
+    def spec(self) -> str:
+        return f"count({self.size}, {self.step})"
+
+
+@dataclass(frozen=True)
 class CountEvery(WindowFn):
     """Storm's ``withWindow(Count n, Duration d)``: the last ``size`` elements of a key, evaluated
     every ``every`` (event time, boundaries ``b = offset + k·every`` aligned to the epoch,

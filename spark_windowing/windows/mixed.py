@@ -124,21 +124,22 @@ builds the candidate windows of the distinct times and finds each window's recor
 ``searchsorted``.
 
 Code: the buffer, its evaluation hooks and what they return (``StepView``, ``Evaluation``,
-``Closed``, ``Late``) are in ``spark_windowing.windows.buffered``; ``count`` and ``sliding(d, n elements)``
-here; ``record_sliding`` in ``spark_windowing.windows.record_sliding``.
+``Closed``, ``Late``) are in ``spark_windowing.windows.buffered``, with the timestamp-order
+numbering ``sliding(d, n elements)`` shares with count windows in timestamp order
+(``countOrder=timestamp``, ``spark_windowing.windows.timestamp_count``); ``count`` and
+``sliding(d, n elements)`` here; ``record_sliding`` in ``spark_windowing.windows.record_sliding``.
 """
 
 
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
-from spark_windowing._arrow import factorize
 from spark_windowing._time import MAX_TIME
-from spark_windowing.windows.buffered import Evaluation, MixedLogic, StepView, ranks
-from spark_windowing.windows.kinds import CountEvery, RecordSliding, SlidingEvery, WindowFn
+from spark_windowing.windows.buffered import Evaluation, MixedLogic, StepView, TimestampOrdinals, ranks
+from spark_windowing.windows.kinds import CountEvery, RecordSliding, SlidingEvery, TimestampCount, WindowFn
 from spark_windowing.windows.record_sliding import RecordSlidingLogic
+from spark_windowing.windows.timestamp_count import TimestampCountLogic
 
 
 def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
@@ -149,6 +150,8 @@ def build_logic(window: WindowFn, lateness: int = 0) -> "MixedLogic":
         return SlidingEveryLogic(window)
     if isinstance(window, RecordSliding):
         return RecordSlidingLogic(window, lateness)
+    if isinstance(window, TimestampCount):
+        return TimestampCountLogic(window)
     raise TypeError(f"not a mixed window: {window!r}")
 
 
@@ -227,102 +230,33 @@ class CountEveryLogic(MixedLogic):
         self.done_k = doc["done_k"]
 
 
-class SlidingEveryLogic(MixedLogic):
+class SlidingEveryLogic(TimestampOrdinals):
     """``sliding(d, n elements)``: see the module docstring."""
 
     window: SlidingEvery
 
     def __init__(self, window: SlidingEvery) -> None:
-        super().__init__(window)
-        self.ordinal = np.empty(0, dtype=np.int64)  # per buffered element: place in its key's order, -1 = open
-        self.counted_keys: pa.Table | None = None   # per key: elements counted so far
-        self.counted = np.empty(0, dtype=np.int64)
-
-    def late(self, view: StepView, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        return ts < view.wm, ts, ts + self.window.size
-
-    def _appended(self, m: int) -> None:
-        self.ordinal = np.concatenate([self.ordinal, np.full(m, -1, dtype=np.int64)])
-
-    def _kept(self, keep: np.ndarray) -> None:
-        self.ordinal = self.ordinal[keep]
-
-    def _key_rows(self, add: bool = True) -> np.ndarray:
-        """Row in ``counted_keys`` of every buffered element's key (new keys are added, or -1)."""
-        assert self.keys is not None
-        if self.counted_keys is None:
-            self.counted_keys = self.keys.slice(0, 0)
-        kid_state, kid_buf = factorize([self.counted_keys, self.keys])
-        n_ids = int(max(kid_state.max(initial=-1), kid_buf.max(initial=-1))) + 1
-        row_of = np.full(n_ids, -1, dtype=np.int64)
-        row_of[kid_state] = np.arange(len(kid_state))
-        missing = np.unique(kid_buf[row_of[kid_buf] < 0])
-        if len(missing) and add:
-            rep = np.full(n_ids, -1, dtype=np.int64)
-            rep[kid_buf[::-1]] = np.arange(len(kid_buf))[::-1]
-            new_keys = self.keys.take(pa.array(rep[missing]))
-            row_of[missing] = len(self.counted) + np.arange(len(missing))
-            self.counted_keys = pa.concat_tables([self.counted_keys, new_keys]).combine_chunks()
-            self.counted = np.concatenate([self.counted, np.zeros(len(missing), dtype=np.int64)])
-        return row_of[kid_buf]
+        super().__init__(window, window.every, window.size)
 
     def evaluate(self, view: StepView) -> Evaluation:
         w, out = self.window, Evaluation()
         if len(self.ts) == 0:
             return out
         wm = view.wm
-        newly = (self.ordinal < 0) & (self.ts < wm)
-        if newly.any():
-            krow = self._key_rows()
-            sel = np.flatnonzero(newly)
-            sel = sel[np.lexsort((self.arr[sel], self.ts[sel], krow[sel]))]
-            g = krow[sel]
-            head = np.ones(len(g), dtype=bool)
-            head[1:] = g[1:] != g[:-1]
-            starts = np.flatnonzero(head)
-            rank = np.arange(len(g)) - np.repeat(starts, np.diff(np.append(starts, len(g))))
-            ordn = self.counted[g] + rank
-            self.ordinal[sel] = ordn
-            np.add.at(self.counted, g, 1)
-            trig = (ordn + 1) % w.every == 0
-            if trig.any():
-                t_el = sel[trig]
-                order, kid_o, _ = self._sorted()
-                kid = np.empty(len(order), dtype=np.int64)
-                kid[order] = kid_o
-                t, tk = self.ts[t_el], kid[t_el]
-                (r_el, r_t, r_lo), span = ranks(self.ts[order], t, t - w.size)
-                comp = kid_o * span + r_el
-                hi = np.searchsorted(comp, tk * span + r_t, side="right")
-                lo = np.searchsorted(comp, tk * span + r_lo, side="right")
-                seq = (ordn[trig] + 1) // w.every - 1
-                em = np.lexsort((seq, tk, t))  # emit in trigger-time order
-                out.closed += self._close_windows(view, t_el[em], seq[em], lo[em], hi[em], order)
+        counted = self._count(wm)
+        if counted is not None and len(counted[0]):
+            t_el, ordn, _ = counted
+            order, kid_o, _ = self._sorted()
+            kid = np.empty(len(order), dtype=np.int64)
+            kid[order] = kid_o
+            t, tk = self.ts[t_el], kid[t_el]
+            (r_el, r_t, r_lo), span = ranks(self.ts[order], t, t - w.size)
+            comp = kid_o * span + r_el
+            hi = np.searchsorted(comp, tk * span + r_t, side="right")
+            lo = np.searchsorted(comp, tk * span + r_lo, side="right")
+            seq = (ordn + 1) // w.every - 1
+            em = np.lexsort((seq, tk, t))  # emit in trigger-time order
+            out.closed += self._close_windows(view, t_el[em], seq[em], lo[em], hi[em], order)
         # later triggers have t >= wm, so they need only ts > wm - size
         self._keep(self.ts > wm - w.size)
         return out
-
-    def next_timer(self) -> int:
-        """Just past the time of the element that would trigger next (if no earlier one arrives)."""
-        if len(self.ts) == 0 or not (self.ordinal < 0).any():
-            return MAX_TIME
-        assert self.keys is not None
-        kid = factorize([self.keys])[0]
-        krow = self._key_rows(add=False)  # a query: no new keys are recorded
-        sel = np.flatnonzero(self.ordinal < 0)
-        sel = sel[np.lexsort((self.arr[sel], self.ts[sel], kid[sel]))]
-        g = kid[sel]
-        head = np.ones(len(g), dtype=bool)
-        head[1:] = g[1:] != g[:-1]
-        starts = np.flatnonzero(head)
-        rank = np.arange(len(g)) - np.repeat(starts, np.diff(np.append(starts, len(g))))
-        counted = np.append(self.counted, 0)[np.where(krow[sel] >= 0, krow[sel], len(self.counted))]
-        need = self.window.every - 1 - counted % self.window.every
-        hit = rank == need
-        return int(self.ts[sel[hit]].min()) + 1 if hit.any() else MAX_TIME
-
-    def _extra_state(self):
-        return {"ordinal": self.ordinal, "counted_keys": self.counted_keys, "counted": self.counted}
-
-    def _restore_extra(self, doc):
-        self.ordinal, self.counted_keys, self.counted = doc["ordinal"], doc["counted_keys"], doc["counted"]

@@ -18,7 +18,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from event_streams import streams
+from event_streams import check_restore_continues, checked_panes, feed, run_storm, streams
 
 from spark_windowing.errors import OptionError
 from spark_windowing.operator.spec import OperatorSpec
@@ -73,24 +73,11 @@ def ref_sliding_every(steps, d, n):
 
 
 def run(window, steps, **kw):
-    s = TestStream(window=window, **{**KW, **kw})
-    for events, w in steps:
-        if events:
-            s.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=w)
-        else:
-            s.advance_watermark_to(w)
-    return s
+    return feed(TestStream(window=window, **{**KW, **kw}), steps)
 
 
 def panes_of(s, steps):
-    ts_of = {i: ts for events, _ in steps for _, ts, i in events}
-    panes = s.take_panes()
-    for p in panes:  # bounds and timestamps follow the elements; fired once, final
-        times = [ts_of[i] for i in p["ids"]]
-        assert (p["window_start"], p["window_end"], p["pane_timestamp"]) == (min(times), max(times), max(times))
-        assert (p["pane_timing"], p["is_final"], p["pane_index"], p["kind"]) == ("ON_TIME", True, 0, "TRIGGER")
-        assert (p["f"], p["l"], p["s"], p["n"]) == (p["ids"][0], p["ids"][-1], sum(p["ids"]), len(p["ids"]))
-    return sorted((p["k"], p["window_seq"], p["ids"]) for p in panes)
+    return sorted((p["k"], p["window_seq"], p["ids"]) for p in checked_panes(s, steps))
 
 
 @given(streams(), st.integers(1, 4), st.sampled_from([5, 7, 10]), st.sampled_from([0, 3]))
@@ -118,17 +105,9 @@ def test_sliding_every_n_elements_matches_reference_model(steps, d, n):
 def test_snapshot_restore_continue_gives_the_same_panes(steps, cut, n):
     cut = min(cut, len(steps))
     for window in (f"count({n}, 10 milliseconds)", f"sliding(15 milliseconds, {n} elements)"):
-        whole = run(window, steps)
-        first = run(window, steps[:cut])
-        resumed = TestStream.restore(first.snapshot(), window=window, **KW)
-        for events, w in steps[cut:]:
-            if events:
-                resumed.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=w)
-            else:
-                resumed.advance_watermark_to(w)
-        assert sorted(panes_of(first, steps) + panes_of(resumed, steps)) == panes_of(whole, steps)
-        assert sorted(r["i"] for r in first.take_late() + resumed.take_late()) == \
-            sorted(r["i"] for r in whole.take_late())
+        check_restore_continues(lambda: TestStream(window=window, **KW),
+                                lambda blob: TestStream.restore(blob, window=window, **KW), steps, cut,
+                                lambda s: panes_of(s, steps))
 
 
 def test_state_keeps_only_what_later_windows_can_use():
@@ -162,31 +141,15 @@ def in_order_streams(draw):
     return steps
 
 
-def run_storm(length, sliding, steps):
-    storm = {k: StormWindow(length, sliding) for k in "ab"}
-    for events, w in steps:
-        for k, ts, i in events:
-            storm[k].add(ts, i)
-        for k in storm:
-            storm[k].watermark(w)
-    return storm
-
-
 def run_ours_as_storm(window, steps):
     """Events arrive under the previous watermark; then the watermark moves (Storm's order)."""
-    s, prev = TestStream(window=window, **KW), 0
-    for events, w in steps:
-        if events:
-            s.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=prev)
-        s.advance_watermark_to(w)
-        prev = w
-    return s
+    return feed(TestStream(window=window, **KW), steps, storm_order=True)
 
 
 @given(in_order_streams(), st.integers(1, 4), st.sampled_from([6, 10, 20]))
 @settings(max_examples=60, deadline=None)
 def test_count_every_duration_is_storms_count_window_with_time_slide(steps, n, d):
-    storm = run_storm(("count", n), ("time", d), steps)
+    storm, _ = run_storm(("count", n), ("time", d), steps)
     # Storm's one window re-fires unchanged at every boundary; per key we fire only on change
     want = sorted((k, a.reference_time // d, a.events) for k, sw in storm.items()
                   for a in sw.activations if a.new_events)
@@ -196,7 +159,7 @@ def test_count_every_duration_is_storms_count_window_with_time_slide(steps, n, d
 @given(in_order_streams(), st.sampled_from([6, 10, 25]), st.integers(1, 4))
 @settings(max_examples=60, deadline=None)
 def test_sliding_every_n_elements_is_storms_time_window_with_count_slide(steps, d, n):
-    storm = run_storm(("time", d), ("count", n), steps)
+    storm, _ = run_storm(("time", d), ("count", n), steps)
     want = sorted((k, j, a.events) for k, sw in storm.items() for j, a in enumerate(sw.activations))
     assert panes_of(run_ours_as_storm(f"sliding({d} milliseconds, {n} elements)", steps), steps) == want
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from event_streams import streams as _streams
+from event_streams import check_restore_continues, feed, streams as _streams
 
 from spark_windowing.errors import OptionError
 from spark_windowing.testing import TestStream
@@ -99,12 +99,7 @@ def run(steps, size, lateness=0, unit="ms", **kw):
     name = UNIT_NAMES[unit]
     s = TestStream(window=f"record_sliding({size} {name})", aggregate=AGG, key_columns="k",
                    allowed_lateness=f"{lateness} {name}", timestamp_unit=unit, **kw)
-    for events, w in steps:
-        if events:
-            s.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=w)
-        else:
-            s.advance_watermark_to(w)
-    return s
+    return feed(s, steps)
 
 
 def panes_of(s, steps, size):
@@ -178,17 +173,8 @@ def test_snapshot_restore_continue_gives_the_same_panes(steps, cut, lateness):
     cut = min(cut, len(steps))
     kw = dict(window="record_sliding(7 milliseconds)", aggregate=AGG, key_columns="k",
               allowed_lateness=f"{lateness} milliseconds")
-    whole = run(steps, 7, lateness)
-    first = run(steps[:cut], 7, lateness)
-    resumed = TestStream.restore(first.snapshot(), **kw)
-    for events, w in steps[cut:]:
-        if events:
-            resumed.add_elements([{"k": k, "ts": ts, "i": i} for k, ts, i in events], watermark=w)
-        else:
-            resumed.advance_watermark_to(w)
-    assert sorted(panes_of(first, steps, 7) + panes_of(resumed, steps, 7)) == panes_of(whole, steps, 7)
-    assert sorted(r["i"] for r in first.take_late() + resumed.take_late()) == \
-        sorted(r["i"] for r in whole.take_late())
+    check_restore_continues(lambda: run([], 7, lateness), lambda blob: TestStream.restore(blob, **kw), steps, cut,
+                            lambda s: panes_of(s, steps, 7))
 
 
 # ---------------------------------------------------------------- KIP-450's rules, one by one

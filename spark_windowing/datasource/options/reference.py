@@ -113,6 +113,15 @@ OPTIONS: tuple[Option, ...] = (
            "`retract(acc, elements)` (others fail at the first RETRACTION row, naming it)). Offsets may be negative and must satisfy `|offset| < size` "
            "(tumbling; `cumulate`: `maxSize`; `count(n, every)`: `every`) or `|offset| < slide` (sliding), "
            "as Flink", "required"),
+    Option("countOrder", "reader", "Windows, triggers and aggregates",
+           "how `count(size[, slide])` counts a key's elements: `arrival` (Flink's `countWindow`: in arrival "
+           "order, no late data) or `timestamp` (Storm's event-time count windows, `withWindow(Count.of(n)[, "
+           "Count.of(m)])` + `withTimestampField` + `withLag`: the elements the watermark has passed, in timestamp "
+           "order, ties by arrival; each window fires once, ON_TIME and final, when the watermark passes its last "
+           "element; an element behind the watermark goes to the late-data table as `too_late`; no `trigger`, "
+           "`allowedLateness` 0). Only with `count(size[, slide])` (`timestamp` also needs a `timestampColumn`); a "
+           "`spark.windowed.countOrder` conf default applies only to such queries. See "
+           "[Count windows](semantics.md#count-windows) and [From Storm](from-storm.md)", "`arrival`"),
     Option("trigger", "reader", "Windows, triggers and aggregates",
            "`Default()`, `Never()`, `AfterWatermark([early=T][, late=T])`, `AfterCount(n)`, "
            "`AfterProcessingTime(d)`, `Repeatedly(T)`, `AfterAny(T, …)`, `AfterAll(T, …)`, `AfterEach(T, …)`, "

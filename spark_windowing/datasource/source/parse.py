@@ -18,8 +18,9 @@ from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
 from spark_windowing.datasource.upstreams import UPSTREAMS
 from spark_windowing.errors import OptionError, UnknownOptionError
-from spark_windowing.operator.spec import OperatorSpec
+from spark_windowing.operator.spec import COUNT_ORDER_FORMS, OperatorSpec
 from spark_windowing.operator.watermark import parse_watermark
+from spark_windowing.windows.kinds import CountWindow, parse_window
 
 #: ``maxEventTimeAhead``'s default: no real stream has valid events a day ahead of the clock, while
 #: one event dated years ahead would close every open window (docs/semantics.md, events from the future).
@@ -38,7 +39,7 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
-    "maxeventtimeahead", "endofinput", "execution",
+    "maxeventtimeahead", "endofinput", "execution", "countorder",
     # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -52,6 +53,23 @@ _DOCUMENTED = {o.name.lower(): o.name for o in options_of("reader") if o.name.lo
 #: Options of the second stream: a ``spark.windowed.<option>`` conf default of these applies
 #: only to queries that name a ``source2`` (so a conf-wide ``join`` cannot break one-stream queries).
 JOIN_OPTIONS = _JOIN_OWN + _KIND_OPTIONS2
+
+
+def applicable_conf_defaults(explicit: dict[str, str], defaults: dict[str, str]) -> dict[str, str]:
+    """The ``spark.windowed.*`` conf defaults (lower-cased names) that apply to a query with the
+    ``explicit`` options: a join option's only to a query that names a ``source2``, and
+    ``countOrder`` only to one with a ``count(<size>[, <slide>])`` window — so a conf-wide
+    ``join`` or ``countOrder`` cannot break the queries they mean nothing to."""
+    if "source2" not in explicit and "source2" not in defaults:
+        defaults = {k: v for k, v in defaults.items() if k not in JOIN_OPTIONS}
+    if "countorder" in defaults:
+        try:
+            counts = isinstance(parse_window(str(explicit.get("window", defaults.get("window", "")))), CountWindow)
+        except OptionError:
+            counts = True  # the window's own error comes first; keep the default
+        if not counts:
+            defaults = {k: v for k, v in defaults.items() if k != "countorder"}
+    return defaults
 
 
 def _require(options: dict[str, str], name: str, accepted: str) -> str:
@@ -158,6 +176,11 @@ def operator_spec(options: dict[str, str], window: str, ts_col: str | None, *, j
                   ) -> OperatorSpec:
     """The operator's spec from lower-cased ``options`` (``time_options`` gives ``window`` and
     ``ts_col``): the same parse for ``format("windowed")`` and ``spark_windowing.window(df)``."""
+    count_order = options.get("countorder")
+    if not ts_col and count_order is not None and str(count_order).strip().lower() == "timestamp":
+        raise OptionError("countOrder", count_order, COUNT_ORDER_FORMS,
+                          why="no timestampColumn (processing-time windows): timestamp order needs an event-time "
+                              "column and its watermark")
     return OperatorSpec.from_options(
         window=window, aggregate=options.get("aggregate"), process=options.get("process"),
         evictor=options.get("evictor"),
@@ -168,7 +191,7 @@ def operator_spec(options: dict[str, str], window: str, ts_col: str | None, *, j
         timestamp_combiner=options.get("timestampcombiner", "end_of_window"),
         fire_only_updated_panes=options.get("fireonlyupdatedpanes", "false"),
         max_event_time_ahead=options.get("maxeventtimeahead", DEFAULT_MAX_EVENT_TIME_AHEAD),
-        join=join, aggregate2=options.get("aggregate2"),
+        count_order=count_order, join=join, aggregate2=options.get("aggregate2"),
         key_columns2=options.get("keycolumns2"), timestamp_column2=options.get("timestampcolumn2"))
 
 

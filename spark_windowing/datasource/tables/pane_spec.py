@@ -23,13 +23,14 @@ import re
 from typing import Any, Iterable, Mapping
 
 from spark_windowing._time import format_duration
+from spark_windowing.windows.kinds import TimestampCount
 
 #: Key of the ``window_start`` column's metadata carrying the producing spec (a JSON object).
 METADATA_KEY = "spark_windowing.producedBy"
 #: The options whose change makes a pane table set mix incomparable rows; the sink refuses a
 #: change of any of them (unless ``allowSpecChange``).
 COMPARED = ("window", "keyColumns", "aggregate", "process", "evictor", "accumulationMode", "trigger",
-            "timestampCombiner", "timestampColumn", "timestampUnit", "join")
+            "timestampCombiner", "timestampColumn", "timestampUnit", "join", "countOrder")
 #: Carried for the sink's upkeep of ``current`` (a window is final once the watermark passes
 #: ``window_end + allowedLateness``), not compared: a changed lateness leaves rows comparable.
 LATENESS_US = "allowedLatenessUs"
@@ -63,6 +64,8 @@ def produced_by(spec: Any, *, processing_time_column: str | None = None) -> dict
         doc["evictor"] = spec.evictor.spec()
     if spec.join is not None:
         doc["join"] = json.dumps(spec.join.describe(), sort_keys=True, default=str)
+    if isinstance(spec.window, TimestampCount):
+        doc["countOrder"] = "timestamp"  # count(n[, m]) in timestamp order; absent for arrival, as before
     return doc
 
 
