@@ -271,14 +271,6 @@ class CountEvery(WindowFn):
                               why="count(<size>, <every>) needs size >= 1 and a positive duration")
         _check_offset(self, self.offset, self.every, "every", "Flink's TumblingEventTimeWindows for the boundaries")
 
-    def needed(self, window: np.ndarray) -> np.ndarray:
-        """The number of elements windows number ``window`` hold once complete."""
-        return np.minimum(self.size, (window + 1) * self.step)
-
-    def needed(self, window: np.ndarray) -> np.ndarray:
-        """The number of elements windows number ``window`` hold once complete."""
-        return np.minimum(self.size, (window + 1) * self.step)
-
     def spec(self) -> str:
         return f"count({self.size}, {format_duration(self.every)}, {format_duration(self.offset)})"
 

@@ -10,6 +10,7 @@ import shutil
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from spark_windowing.datasource._types import arrow_to_spark_schema
@@ -19,6 +20,7 @@ from spark_windowing.datasource.sink.writer import PaneStreamWriter
 from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
 from spark_windowing.datasource.tables import appends, delta
 from spark_windowing.datasource.tables.delta import DataFile
+from spark_windowing.errors import OptionError
 from tests.plugin.test_sink_closing import _final, _pane
 from tests.spark.pane_source import ARROW_SCHEMA
 
@@ -121,3 +123,21 @@ def test_shard_stores_kept_open_are_not_taken_for_a_state_location_created_anew(
     assert sum(map(len, first)) > 50
     shutil.rmtree(state)
     assert _reader_panes(state) == first
+
+
+def test_a_restart_whose_pane_tables_were_deleted_is_refused_naming_what_is_missing(tmp_path, monkeypatch):
+    """Only the sink path deleted, the checkpoint kept: the restarted query's sink would create the
+    tables empty and lose every pane the checkpoint's committed batches wrote."""
+    root, chk = str(tmp_path / "panes"), tmp_path / "chk"
+    options = {"path": root, "appId": "app", "checkpointLocation": str(chk)}
+    PaneStreamWriter(options, arrow_to_spark_schema(ARROW_SCHEMA), False)     # a first start: tables created
+    (chk / "commits").mkdir(parents=True)
+    (chk / "commits" / "0").write_text("v1\n{}")
+    shutil.rmtree(tmp_path / "panes" / "retractions")
+    from spark_windowing.datasource.sink import writer as sink_writer
+    monkeypatch.setattr(sink_writer, "_TABLES_CHECKED", set())       # a restart: another process
+    with pytest.raises(OptionError, match=r"(?s)'path'.*retractions.*committed 1 micro-batch.*new\s+checkpointLocation"):
+        PaneStreamWriter(options, arrow_to_spark_schema(ARROW_SCHEMA), False)
+    shutil.rmtree(chk)                                  # a new checkpoint: the tables are created again
+    PaneStreamWriter(options, arrow_to_spark_schema(ARROW_SCHEMA), False)
+    assert (tmp_path / "panes" / "retractions" / "_delta_log").is_dir()

@@ -364,11 +364,37 @@ def _ensure_tables(options: SinkOptions, schema: pa.Schema) -> None:
     if key in _TABLES_CHECKED and all(storage.exists(f"{delta.table_uri(options.root, t)}/_delta_log")
                                       for t in TABLES):
         return
+    _refuse_lost_tables(options)
     for table in TABLES:
         delta.ensure_pane_table(options.root, table, schema, bucket_seconds=(
             options.current_bucket_seconds or delta.DEFAULT_BUCKET_SECONDS))
     _check_current_layout(options)
     _TABLES_CHECKED.add(key)
+
+
+def _refuse_lost_tables(options: SinkOptions) -> None:
+    """A pane table missing while the query's checkpoint has committed batches (the sink path, or
+    one table, deleted before a restart): creating it empty would lose every pane those batches
+    wrote, silently. Refused, naming what is missing and the two ways out."""
+    missing = [t for t in TABLES if not storage.exists(f"{delta.table_uri(options.root, t)}/_delta_log")]
+    committed = _committed_batches(options.checkpoint) if missing else 0
+    if missing and committed:
+        raise OptionError("path", options.root, "the path whose pane tables this query's checkpoint wrote",
+                          why=f"the pane table(s) {', '.join(missing)} are missing there, but the query's checkpoint "
+                              f"{options.checkpoint} has committed {committed} micro-batch(es) into them: creating "
+                              "them empty would lose those panes. Restore the tables, or start over with a new "
+                              "checkpointLocation (and a new stateLocation for its windowed source)")
+
+
+def _committed_batches(checkpoint: str | None) -> int:
+    """How many micro-batches the query checkpointed at ``checkpoint`` has committed (Spark's
+    ``commits/<batch>`` files); 0 when unknown."""
+    if not checkpoint:
+        return 0
+    try:
+        return sum(1 for i in storage.list_dir(checkpoint.rstrip("/") + "/commits") if i.base_name.isdigit())
+    except Exception:   # a checkpoint URI this process cannot open (e.g. s3a://): unknown
+        return 0
 
 
 def _check_current_layout(options: SinkOptions) -> None:
