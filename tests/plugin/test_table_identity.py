@@ -141,3 +141,24 @@ def test_a_restart_whose_pane_tables_were_deleted_is_refused_naming_what_is_miss
     shutil.rmtree(chk)                                  # a new checkpoint: the tables are created again
     PaneStreamWriter(options, arrow_to_spark_schema(ARROW_SCHEMA), False)
     assert (tmp_path / "panes" / "retractions" / "_delta_log").is_dir()
+
+
+def test_a_restart_whose_state_location_was_deleted_fails_naming_the_missing_state(tmp_path):
+    """Only the stateLocation deleted, the checkpoint kept: the restarted reader's next batch
+    raises ``SnapshotError`` naming what is missing, never starts over from empty state."""
+    from spark_windowing.errors import SnapshotError
+    from tests.plugin.test_rescale_reader import _options
+    state = str(tmp_path / "state")
+    options = _options(state, 2)
+    reader = WindowedStreamReader(options, stream_schema(options))
+    start = reader.initialOffset()
+    for _ in range(3):
+        end = json.loads(json.dumps(reader.latestOffset(start, reader.getDefaultReadLimit())))
+        [b for p in reader.partitions(start, end) for b in reader.read(p)]
+        reader.commit(end)
+        start = end
+    shutil.rmtree(state)
+    restarted = WindowedStreamReader(options, stream_schema(options))     # Spark restarts from its log
+    with pytest.raises(SnapshotError, match=state):
+        end = restarted.latestOffset(start, restarted.getDefaultReadLimit())
+        [b for p in restarted.partitions(start, end) for b in restarted.read(p)]
