@@ -33,8 +33,9 @@ OPTIONS = {
 }
 
 
-def _run(spark, root: Path, total: int) -> None:
+def _run(spark, root: Path, total: int, execution: str = "executors") -> None:
     panes = (spark.readStream.format("windowed").options(**OPTIONS).option("totalEvents", str(total))
+             .option("execution", execution)
              .option("stateLocation", str(root / "state")).option("lateDataPath", str(root / "late")).load())
     q = (panes.writeStream.format("windowed").option("path", str(root / "panes"))
          .option("checkpointLocation", str(root / "chk")).trigger(availableNow=True).start())
@@ -45,7 +46,9 @@ def _comparable(table: pa.Table) -> list[tuple]:
     return rows(table.drop_columns([c for c in ("batch_time",) if c in table.column_names]))
 
 
-def test_a_query_of_the_previous_release_continues_with_the_same_tables(spark, tmp_path):
+@pytest.mark.parametrize("execution", ["executors", "driver"])
+def test_a_query_of_the_previous_release_continues_with_the_same_tables(spark, tmp_path, execution):
+    """The previous release's query (run on executors) continued on either route."""
     old = tmp_path / "old"
     shutil.copytree(FIXTURE, old, symlinks=True, ignore=shutil.ignore_patterns("*.py"))
     fresh = tmp_path / "fresh"
@@ -53,8 +56,8 @@ def test_a_query_of_the_previous_release_continues_with_the_same_tables(spark, t
     first_half = {t: _comparable(read_delta(fresh / "panes", t)) for t in TABLE_NAMES}
     assert first_half == {t: _comparable(read_delta(old / "panes", t)) for t in TABLE_NAMES}
 
-    _run(spark, old, 800)
-    _run(spark, fresh, 800)
+    _run(spark, old, 800, execution)
+    _run(spark, fresh, 800, execution)
     for t in TABLE_NAMES:
         got, want = _comparable(read_delta(old / "panes", t)), _comparable(read_delta(fresh / "panes", t))
         assert got == want, t
