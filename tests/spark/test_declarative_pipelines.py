@@ -95,8 +95,11 @@ def _warehouse(folder: Path, table: str) -> pa.Table:
     """A pipeline table (parquet under the warehouse; only files its commit log lists for a streaming table)."""
     log = folder / "warehouse" / table / "_spark_metadata"
     if log.exists():
-        files = [json.loads(line)["path"] for f in sorted(log.iterdir(), key=lambda p: int(p.name.split(".")[0]))
-                 for line in f.read_text().splitlines()[1:]]
+        entries = sorted((p for p in log.iterdir() if p.name.split(".")[0].isdigit()),
+                         key=lambda p: int(p.name.split(".")[0]))
+        compacted = [i for i, p in enumerate(entries) if p.name.endswith(".compact")]
+        entries = entries[compacted[-1]:] if compacted else entries   # a compaction lists every earlier file
+        files = [json.loads(line)["path"] for f in entries for line in f.read_text().splitlines()[1:]]
         return ds.dataset([f.replace("file://", "") for f in files]).to_table()
     return ds.dataset(glob.glob(str(folder / "warehouse" / table / "*.parquet"))).to_table()
 
