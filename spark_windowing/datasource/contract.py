@@ -31,13 +31,17 @@ from typing import Any
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.storage.layout import spec_marker
 
-__all__ = ["OFFSET_MARK", "OFFSET_FIELDS", "OFFSET_STATE", "RECORD_OPTIONS", "source_offset", "state_of_offset",
-           "state_record", "options_recorded_at", "produced_from_checkpoint"]
+__all__ = ["OFFSET_MARK", "OFFSET_FIELDS", "OFFSET_STATE", "OFFSET_RUN", "RECORD_OPTIONS", "source_offset",
+           "state_of_offset", "state_record", "options_recorded_at", "produced_from_checkpoint"]
 
 #: The key that marks an offset as the windowed source's (value: the offset format's version).
 OFFSET_MARK = "windowed"
 #: The key of the state location in an offset.
 OFFSET_STATE = "state"
+#: The key of the run in an offset: a random id the initial offset of a checkpoint draws and every
+#: later offset carries, naming whose state a state location holds (``source.runs``). Absent from
+#: the offsets of a checkpoint started before runs were recorded (release 0.1.0): they keep none.
+OFFSET_RUN = "run"
 #: Every offset's fields (a join or an upstream such as Kafka adds fields of its own).
 OFFSET_FIELDS = (OFFSET_MARK, "seq", OFFSET_STATE, "shards", "up", "bt", "wm", "max_event", "max_col", "last_input")
 #: The key of the producing options in a state location's ``spec.json``.
@@ -45,12 +49,17 @@ RECORD_OPTIONS = "options"
 
 
 def source_offset(*, seq: int, state: str, shards: int, up: Any, bt: int, wm: int, max_event: int | None = None,
-                  max_col: int | None = None, last_input: int | None = None, **extra: Any) -> dict:
+                  max_col: int | None = None, last_input: int | None = None, run: str | None = None,
+                  **extra: Any) -> dict:
     """An offset of the windowed source: micro-batch ``seq``'s end (upstream position ``up``, batch
     time ``bt`` and watermark ``wm`` in µs), the state location and shard count, the maxima the
-    next watermark is planned from, and ``extra`` fields (a join's, an upstream's)."""
-    return {OFFSET_MARK: 1, "seq": seq, OFFSET_STATE: state, "shards": shards, "up": up, "bt": bt, "wm": wm,
-            "max_event": max_event, "max_col": max_col, "last_input": last_input, **extra}
+    next watermark is planned from, the checkpoint's ``run`` (None: a checkpoint of 0.1.0, which
+    had none: the field stays absent) and ``extra`` fields (a join's, an upstream's)."""
+    offset = {OFFSET_MARK: 1, "seq": seq, OFFSET_STATE: state, "shards": shards, "up": up, "bt": bt, "wm": wm,
+              "max_event": max_event, "max_col": max_col, "last_input": last_input, **extra}
+    if run is not None:
+        offset[OFFSET_RUN] = run
+    return offset
 
 
 def state_of_offset(line: str) -> str | None:

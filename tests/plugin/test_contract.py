@@ -40,6 +40,7 @@ def test_the_sink_finds_what_the_reader_recorded_through_its_logged_offset(tmp_p
     start = reader.initialOffset()
     end = reader.latestOffset(start, reader.getDefaultReadLimit())
     assert set(contract.OFFSET_FIELDS) <= set(end) and end["seq"] == 1
+    assert end[contract.OFFSET_RUN] == start[contract.OFFSET_RUN]    # the checkpoint's run, carried forward
     checkpoint = tmp_path / "checkpoint"
     _log(checkpoint, 0, start)
     _log(checkpoint, 1, {"reservoir": 3}, end)       # another source of the query beside it

@@ -53,3 +53,17 @@ def test_writer_lease_zero_writes_every_time(tmp_path):
     _take(tmp_path, "a", lease_us=0, batch=0)
     _take(tmp_path, "a", lease_us=0, batch=1)
     assert _doc(tmp_path)["batchId"] == 1
+
+
+def test_a_pipeline_full_refresh_is_told_to_remove_the_tables(tmp_path, monkeypatch):
+    """SDP gives a sink's flow a new checkpoint ``<flow>/<N+1>`` on a full refresh and never
+    truncates the sink: the refusal says so, and what to do."""
+    monkeypatch.setattr(lease, "RELEASE_GRACE_S", 0.0)   # refused at once
+    flow = "/storage/_checkpoints/pane_tables/to_tables"
+    lease.take(str(tmp_path), "a", lease_us=MINUTE_US, checkpoint=f"{flow}/0", batch_id=0, query_id=None)
+    with pytest.raises(RuntimeError) as refused:
+        lease.take(str(tmp_path), "b", lease_us=MINUTE_US, checkpoint=f"{flow}/1", batch_id=None, query_id=None)
+    assert "full refresh" in str(refused.value) and f"remove {tmp_path} before the full refresh" in str(refused.value)
+    with pytest.raises(RuntimeError) as other:   # two unrelated queries: no such advice
+        lease.take(str(tmp_path), "c", lease_us=MINUTE_US, checkpoint="/elsewhere/chk", batch_id=None, query_id=None)
+    assert "full refresh" not in str(other.value)

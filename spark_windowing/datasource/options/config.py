@@ -27,6 +27,10 @@ END_OF_INPUT = ("continue", "fire")
 #: (``executors``, default), or the driver's planning process, the source's task running no Python
 #: (``driver``: ``spark_windowing.datasource.source.driver``).
 EXECUTION = ("executors", "driver")
+#: ``newCheckpoint``: a query started from a new checkpoint (a deleted one, a pipeline's full
+#: refresh) over a state location holding another run's state: ``refuse`` (default) or ``reset``
+#: (remove that state and start over) (``spark_windowing.datasource.source.runs``).
+NEW_CHECKPOINT = ("refuse", "reset")
 #: Internal column holding the batch time for processing-time windows (no timestampColumn).
 PROC_TIME_COLUMN = "__batch_time"
 
@@ -60,3 +64,4 @@ class SourceConfig:
     malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
     end_of_input: str = "continue"           # availableNow: "fire" closes every window at the input's end
     execution: str = "executors"             # where the operator steps (EXECUTION)
+    new_checkpoint: str = "refuse"           # a new checkpoint over another run's state (NEW_CHECKPOINT)

@@ -188,6 +188,15 @@ OPTIONS: tuple[Option, ...] = (
            "`pyarrow.fs`; on `s3://`, `gs://`, `abfss://` install the `s3`, `gcs` or `azure` extra on the executors "
            "for shard claims); `stateBuckets` and the windowing spec are recorded in `stateLocation/spec.json` "
            "and fixed for its life; `shards` may change on restart", "required"),
+    Option("newCheckpoint", "reader", "State and late data",
+           "`refuse` or `reset`: what a query started from a new checkpoint (a first start, a deleted checkpoint, "
+           "a declarative pipeline's full refresh) does when `stateLocation` holds the state of another "
+           "checkpoint's run (every checkpoint's offsets carry a run id, recorded in `stateLocation/run.json` at "
+           "its first batch). `refuse`: the query stops at its first batch naming `stateLocation` (use a new "
+           "`stateLocation`, or the checkpoint that state was written with); `reset`: that state is removed "
+           "(`spec.json` included, so the windowing spec may change) and the run starts over, as a pipeline's "
+           "full refresh expects ([In a declarative pipeline](declarative-pipelines.md)). The old checkpoint "
+           "then no longer resumes; rows it wrote to `lateDataPath` stay there", "`refuse`"),
     Option("lateDataPath", "reader", "State and late data",
            "Delta table for dropped late and malformed events (one row per event and window, with `reason`, "
            "`window_start`, `window_end`, `watermark`, `batch_time`, `batch_seq`), exactly once", "off"),

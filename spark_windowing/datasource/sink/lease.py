@@ -65,13 +65,27 @@ def take(root: str, app_id: str, *, lease_us: int, checkpoint: str | None, batch
                 "too. One query writes one pane table set: stop the other query, or write to another path. "
                 f"A query that has stopped gives the path up at once (a driver that died: writerLease, "
                 f"{lease_us / 1e6:.0f} s, after its last batch; .option('writerLease', '0 seconds') takes it "
-                "over at once).")
+                "over at once)." + _pipeline_refresh_hint(root, where, checkpoint))
         time.sleep(0.25)
     doc = {"appId": app_id, "checkpoint": checkpoint, "renewedAtMs": int(time.time() * 1000), "batchId": batch_id,
            "queryId": query_id}
     storage.write_atomic(uri, json.dumps(doc, sort_keys=True).encode(), durable=False)
     if query_id:
         _remember(query_id, uri, app_id)
+
+
+def _pipeline_refresh_hint(root: str, held: Any, checkpoint: str | None) -> str:
+    """What to do when the holder's checkpoint and this query's are siblings ``<flow>/<N>`` and
+    ``<flow>/<M>``: a Spark Declarative Pipelines full refresh, which gives a sink's flow a new
+    checkpoint and never truncates a sink (docs/declarative-pipelines.md)."""
+    if not (isinstance(held, str) and checkpoint):
+        return ""
+    old, new = held.rstrip("/").rsplit("/", 1), checkpoint.rstrip("/").rsplit("/", 1)
+    if len(old) != 2 or len(new) != 2 or old[0] != new[0] or not (old[1].isdigit() and new[1].isdigit()):
+        return ""
+    return (f" This query's checkpoint {checkpoint} is a new one of the same flow: a declarative pipeline's full "
+            f"refresh, which never truncates a sink. To rebuild the pane tables from the start, remove {root} "
+            "before the full refresh; to keep them, leave the sink's flow and its sources out of the refresh.")
 
 
 def _read_lease(uri: str) -> dict | None:

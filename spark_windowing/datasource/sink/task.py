@@ -144,7 +144,9 @@ def distinct(batches: list[pa.RecordBatch], columns: list[str], schema: pa.Schem
     if check_unique and counted.num_rows and pc.max(counted["count_all"]).as_py() > 1:
         dup = counted.filter(pc.greater(counted["count_all"], 1)).slice(0, 1).to_pylist()[0]
         raise ValueError(f"windowed sink: {dup.pop('count_all')} TRIGGER rows for one key and window in "
-                         f"one micro-batch ({dup}); a batch holds at most one pane per key and window")
+                         f"one micro-batch ({dup}); a batch holds at most one pane per key and window (panes "
+                         "read back from files or a table, e.g. a pipeline's streaming table: read one file per "
+                         "micro-batch, option('maxFilesPerTrigger', 1))")
     return counted.select(columns)
 
 

@@ -10,7 +10,7 @@ import difflib
 from dataclasses import replace
 
 from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, END_OF_INPUT, EXECUTION, MALFORMED_EVENTS,
-                                                       PROC_TIME_COLUMN, SourceConfig)
+                                                       NEW_CHECKPOINT, PROC_TIME_COLUMN, SourceConfig)
 from spark_windowing._time import parse_duration
 from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import bool_option, int_option
@@ -39,7 +39,7 @@ KNOWN_OPTIONS = {
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
     "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
-    "maxeventtimeahead", "endofinput", "execution", "countorder",
+    "maxeventtimeahead", "endofinput", "execution", "countorder", "newcheckpoint",
     # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
     "source2", *_JOIN_OWN,
@@ -154,6 +154,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         malformed_events=_choice(options, "malformedEvents", MALFORMED_EVENTS),
         end_of_input=_choice(options, "endOfInput", END_OF_INPUT),
         execution=_choice(options, "execution", EXECUTION),
+        new_checkpoint=_choice(options, "newCheckpoint", NEW_CHECKPOINT),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 

@@ -41,11 +41,11 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from pyspark.sql.types import StructField, StructType
 
 from spark_windowing.datasource.storage import layout
-from spark_windowing.datasource.source import pipeline, rescale, shard_reports, sharding
+from spark_windowing.datasource.source import pipeline, rescale, runs, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.source.maxima import Maxima, batch_maxima
 from spark_windowing.datasource import storage, trace
-from spark_windowing.datasource.contract import source_offset, state_record
+from spark_windowing.datasource.contract import OFFSET_RUN, source_offset, state_record
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                       recorded_options)
 from spark_windowing.datasource.source.affinity import shard_to_run, slots
@@ -124,13 +124,17 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Any = None  # availableNow: upstream position not to go beyond
         self._target2: Any = None  # the same for the second stream of a join
         self._checked = False      # the state location's spec.json agrees with the options
+        self._run_checked = False  # the state location holds the state of the offsets' run (``runs``)
         self._recorded_shards = self.cfg.shards  # spec.json's count: that of offsets without "shards"
 
     # ------------------------------------------------------------------ offsets (driver)
     def initialOffset(self) -> dict:
-        self._check_state_location()
+        """A new checkpoint's start: batch 0 of a new run. The state location is checked at the
+        first ``latestOffset`` (``runs.claim``, then its spec): Spark calls this again when it
+        restarts a checkpoint whose first batch was logged, so the run drawn here may not be the
+        one the checkpoint goes on with."""
         offset = source_offset(seq=0, state=self.cfg.state_location, shards=self.cfg.shards,
-                               up=self.up.initial_position(), bt=0, wm=MIN_TIME)
+                               up=self.up.initial_position(), bt=0, wm=MIN_TIME, run=runs.new_run())
         offset.update(self.up.initial_offset_fields())  # e.g. Kafka's per-partition watermark state
         if self.up2 is not None:  # join: stream 2's position, per-stream watermarks
             offset.update({"up2": self.up2.initial_position(), "wm1": MIN_TIME, "wm2": MIN_TIME,
@@ -158,6 +162,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @trace.traced("source.latestOffset")
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         cfg = self.cfg
+        self._check_run(start)
         self._check_state_location()   # a restart from a checkpoint does not call initialOffset
         now = time.time_ns() // 1000
         reports = self._reports(start["seq"], self._shards(start)) if start["seq"] > 0 else []
@@ -195,7 +200,21 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if cfg.stream2 is not None:
                 extra.update({"wm1": GLOBAL_END, "wm2": GLOBAL_END})
         return source_offset(seq=start["seq"] + 1, state=cfg.state_location, shards=cfg.shards, up=up, bt=now, wm=wm,
-                             max_event=max_event, max_col=max_col, last_input=last_input, **extra)
+                             max_event=max_event, max_col=max_col, last_input=last_input,
+                             run=start.get(OFFSET_RUN), **extra)
+
+    def _check_run(self, start: dict) -> None:
+        """Once per reader: the state location holds the state of ``start``'s run; at batch 0 the
+        run takes it (``runs.claim``: refused over another run's state unless ``newCheckpoint=reset``).
+        Offsets of a checkpoint without runs (0.1.0) are not checked."""
+        run = start.get(OFFSET_RUN)
+        if self._run_checked or run is None:
+            return
+        if int(start["seq"]) == 0:
+            runs.claim(self.cfg, run)
+        else:
+            runs.check_resumed(self.cfg, run)
+        self._run_checked = True
 
     def _input_ends(self, wm: int) -> bool:
         """``endOfInput=fire`` under availableNow, once everything up to the run's target is read
@@ -325,7 +344,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def finish_shard(self, shard: UpstreamShard) -> None:
         """What the shard's step decided, written (``pipeline.finish_shard``)."""
-        pipeline.finish_shard(shard.run, self.cfg, late_writer=late_writer(self.cfg))
+        pipeline.finish_shard(shard.run, self.cfg, late_writer=late_writer(self.cfg, shard.end.get(OFFSET_RUN)))
 
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
@@ -401,9 +420,11 @@ def ensure_late_table(cfg: SourceConfig) -> None:
         create_late_table(cfg.late_data_path, WindowedOperator(cfg.spec, input_schema(cfg)).late_schema())
 
 
-def late_writer(cfg: SourceConfig) -> str:
-    """The late table's application-transaction writer of this query's shards (``pipeline``)."""
-    return f"spark-windowing-late:{cfg.state_location}"
+def late_writer(cfg: SourceConfig, run: str | None = None) -> str:
+    """The late table's application-transaction writer of this query's shards (``pipeline``): per
+    run (``runs``), as its versions are the run's batch numbers: a new checkpoint's batch 1 is not
+    the old one's. A checkpoint without runs (0.1.0) keeps the writer it wrote with."""
+    return f"spark-windowing-late:{cfg.state_location}" + (f":{run}" if run else "")
 
 
 def _is_delta_table(uri: str) -> bool:

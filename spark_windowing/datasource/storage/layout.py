@@ -68,12 +68,18 @@ REPORTS_DIR = "reports"
 CLAIMS_DIR = "claims"
 SHARDS_DIR = "shards"
 SPEC_MARKER = "spec.json"
+#: The run (``"run"`` of the offsets: one per checkpoint) whose state the location holds.
+RUN_MARKER = "run.json"
 #: The file source's manifest directory; a join's second stream uses ``sources2``.
 SOURCES_DIR, SOURCES2_DIR = "sources", "sources2"
 
 
 def spec_marker(state: str) -> str:
     return f"{state}/{SPEC_MARKER}"
+
+
+def run_marker(state: str) -> str:
+    return f"{state}/{RUN_MARKER}"
 
 
 def store_root(state: str, shard: int) -> str:
