@@ -7,6 +7,8 @@ shards takes its partition count from ``shards``, not from ``spark.sql.shuffle.p
 
 from __future__ import annotations
 
+import os
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -25,6 +27,7 @@ def _file(directory, b: int) -> None:
     ts = [T0 + (b * 40 + i) * 1_000_000 + (i % 3) * 7_000_000 for i in range(40)]
     pq.write_table(pa.table({"k": [f"k{i % 5}" for i in range(40)], "ts": ts, "v": list(range(40))}, schema=SCHEMA),
                    directory / f"part-{b}.parquet")
+    os.utime(directory / f"part-{b}.parquet", (1_700_000_000 + b * 10,) * 2)   # Spark's file source reads by mtime
 
 
 def _run(spark, out, route: str) -> None:
