@@ -58,8 +58,9 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
 Differences from ``format("windowed")`` (each refused with an ``OptionError`` naming the option,
 the value and the accepted forms):
 
-* upstream options (``source``, ``path``, ``schema``, ``kafka.*``, ``maxFilesPerTrigger``, ...):
-  the DataFrame is the upstream;
+* upstream options (``source``, ``path``, ``kafka.*``, ``maxFilesPerTrigger``, ...): the
+  DataFrame is the upstream (``schema`` declares the DataFrame's columns instead, so that
+  ``window`` need not analyze it: ``declared_schema``);
 * ``watermark=processing(...)`` and ``watermarkIdleTimeout``, processing-time windows (no
   ``timestampColumn``) and processing-time triggers (``AfterProcessingTime``,
   ``ContinuousProcessingTime``): nothing runs between the batches Spark starts for input;
@@ -91,11 +92,13 @@ from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
 from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.options.config import SourceConfig
+from spark_windowing.datasource.options.ddl import parse_ddl
 from spark_windowing.datasource.source.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import int_option
 from spark_windowing.datasource.source import pipeline, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
+from spark_windowing.datasource.source.sharding import shard_labels
 from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
 from spark_windowing.datasource.tables.late import create_late_table
@@ -114,7 +117,7 @@ WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
                   "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation",
-                  "countorder")
+                  "countorder", "schema")
 #: The documented spelling of each option (docs/options.md's registry), for error messages.
 _SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
@@ -134,10 +137,13 @@ _CHECKED: set[tuple[str, str, str, int]] = set()
 
 
 def _check_names(raw: dict[str, Any]) -> dict[str, str]:
-    """Lower-cased string options; upstream and unknown options refused."""
+    """Lower-cased string options; upstream and unknown options refused (``schema`` is left out:
+    ``declared_schema`` reads it)."""
     out: dict[str, str] = {}
     for name, value in raw.items():
         low = name.lower()
+        if low == "schema":
+            continue
         if low not in WINDOW_OPTIONS:
             if low in KNOWN_OPTIONS or low == "watermarkidletimeout" or "." in low:
                 why = _WHY_UPSTREAM if low != "watermarkidletimeout" else \
@@ -193,23 +199,25 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     spark = df.sparkSession
     cfg = parse_window_options(options, _default_shards(spark))
     spec: OperatorSpec = cfg["spec"]
+    declared = declared_schema(options)
+    struct = declared if declared is not None else df.schema   # declared: df is not analyzed (module doc)
     for name in INTERNAL:
-        if name in df.columns:
+        if name in struct.fieldNames():
             raise OptionError("df", name, f"a DataFrame without the internal columns {', '.join(INTERNAL)}",
                               why=f"column {name!r} is used by window(df)")
-    in_schema = spark_to_arrow_schema(df.schema)
+    in_schema = spark_to_arrow_schema(struct)
     op = WindowedOperator(spec, in_schema)  # binds: key, time, aggregate columns checked here
     # the producing spec in window_start's metadata, as format("windowed") puts it: the windowed sink
     # records it, refuses panes of another spec, and closes windows in `current` by its lateness
     panes = pane_spec.annotate(arrow_to_spark_schema(op.pane_schema()), pane_spec.produced_by(spec))
-    own = _marked(df)
+    own = _marked(df) if declared is None else []
     if own and cfg["watermark_given"]:
         raise OptionError("watermark", next(v for k, v in options.items() if k.lower() == "watermark"),
                           "no watermark option: the DataFrame's own withWatermark (on column "
                           f"{', '.join(repr(f.name) for f in own)}) is the query's",
                           why="Spark allows one watermark per stream (a second withWatermark fails the query: "
                               "'Redefining watermark is disallowed'); drop the option, or the DataFrame's withWatermark")
-    if not own:
+    if not own and declared is None:
         _refuse_lost_watermark(df)
     if cfg["late_path"]:
         create_late_table(cfg["late_path"], op.late_schema())
@@ -222,9 +230,22 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     staged = staged.withColumn(PART_COLUMN, F.element_at(labels, shard + 1))
     writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
     step = _ShardStep(spec, in_schema, cfg, writer, _default_state_base(spark))
-    if shards == 1:  # one shard takes every row: no shuffle, its step runs in the task that makes them
-        return staged.coalesce(1).mapInArrow(step, panes)
-    return staged.repartition(shards, PART_COLUMN).mapInArrow(step, panes)
+    # one shard takes every row: no shuffle, its step runs in the task that makes them
+    staged = staged.coalesce(1) if shards == 1 else staged.repartition(shards, PART_COLUMN)
+    if declared is not None:
+        _declare_columns(staged, struct)
+    return staged.mapInArrow(step, panes)
+
+
+def _declare_columns(staged: "DataFrame", struct: Any) -> None:
+    """Spark Connect's ``mapInArrow`` asks the server for its input's columns (an analysis, which a
+    declarative pipeline's query function refuses); with a declared schema they are known: the
+    declared columns and the internal ones. Only the DataFrame built here is given them."""
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+    if hasattr(staged, "_cached_schema"):       # a Spark Connect DataFrame (classic ones analyze eagerly)
+        staged._cached_schema = StructType(list(struct.fields) + [
+            StructField(WM_COLUMN, LongType()), StructField(BT_COLUMN, LongType()),
+            StructField(PART_COLUMN, IntegerType())])
 
 
 def _watermark_time(own: list, wm: Any, spec: OperatorSpec, in_schema: pa.Schema):
@@ -263,6 +284,38 @@ def _refuse_lost_watermark(df: "DataFrame") -> None:
                           why="window(df) follows the watermark from that column's values")
 
 
+def declared_schema(options: dict[str, Any]) -> Any:
+    """The ``schema`` option: the DataFrame's schema as a pyspark ``StructType`` (given as one, or
+    as a DDL string: ``"user string, ts timestamp"``), or None when not given.
+
+    With it ``window(df)`` does not analyze ``df`` (no ``df.schema``): a Spark Declarative
+    Pipeline refuses any analysis inside a query function, so ``window(spark.readStream.table(...),
+    schema=...)`` is how it windows another table of the pipeline. The declared columns must be
+    the DataFrame's (each batch is checked: a missing column or a type its values cannot be cast to
+    fails the query naming the option); a ``withWatermark`` on ``df`` is not seen then: give the
+    ``watermark`` option."""
+    given = next((v for k, v in options.items() if k.lower() == "schema"), None)
+    if given is None:
+        return None
+    from pyspark.sql.types import DataType, StructType
+    if isinstance(given, StructType):
+        return given
+    accepted = "a DDL string ('name type, ...') or a pyspark StructType: the DataFrame's columns"
+    if not isinstance(given, str) or not given.strip():
+        raise OptionError("schema", given, accepted, why="the schema of the DataFrame window(df) is given")
+    try:
+        return arrow_to_spark_schema(parse_ddl(given))     # the common types, with no call to Spark
+    except OptionError:
+        pass
+    try:
+        parsed = DataType.fromDDL(given)                   # the rest (arrays, maps, decimals), by Spark
+    except Exception as e:
+        raise OptionError("schema", given, accepted, why=f"Spark cannot parse it: {str(e).splitlines()[0]}") from e
+    if not isinstance(parsed, StructType):
+        raise OptionError("schema", given, accepted, why="it is one type, not a list of columns")
+    return parsed
+
+
 def _marked(df: "DataFrame") -> list:
     """The fields of ``df`` that carry Spark's watermark marker (a ``withWatermark`` on them)."""
     return [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
@@ -283,37 +336,6 @@ def _default_state_base(spark: Any) -> str:
     base = spark.conf.get("spark.sql.streaming.checkpointLocation", None) or \
         spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
     return f"{base.rstrip('/')}/window-df-state"
-
-
-def _murmur3_int(value: int, seed: int = 42) -> int:
-    """Spark's ``Murmur3_x86_32.hashInt`` (what ``hash()`` and hash partitioning compute for an int)."""
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-    k = (value & 0xFFFFFFFF) * 0xCC9E2D51 & 0xFFFFFFFF
-    k = rotl(k, 15) * 0x1B873593 & 0xFFFFFFFF
-    h = rotl(seed ^ k, 13)
-    h = (h * 5 + 0xE6546B64) & 0xFFFFFFFF
-    h ^= 4
-    h ^= h >> 16
-    h = h * 0x85EBCA6B & 0xFFFFFFFF
-    h ^= h >> 13
-    h = h * 0xC2B2AE35 & 0xFFFFFFFF
-    h ^= h >> 16
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def shard_labels(shards: int) -> list[int]:
-    """For each shard i, the smallest int that Spark's ``repartition(shards, col)`` sends to
-    partition i (``pmod(murmur3(label, 42), shards)``): with these labels partition i holds
-    exactly shard i, so no two shards share a task while a core idles."""
-    labels: list[int | None] = [None] * shards
-    found, value = 0, 0
-    while found < shards:
-        p = _murmur3_int(value) % shards
-        if labels[p] is None:
-            labels[p], found = value, found + 1
-        value += 1
-    return labels  # type: ignore[return-value]
 
 
 #: ``OperatorSpec.describe()`` keys -> the option that sets them (for the changed-spec error).
@@ -379,8 +401,16 @@ class _ShardStep:
     def _events(self, table: pa.Table) -> pa.Table:
         """The batch's rows as the operator's input: internal columns dropped, Spark's Arrow types
         (large strings, the session time zone) cast to the DataFrame's schema."""
-        columns = [table.column(f.name).cast(f.type) if table.schema.field(f.name).type != f.type
-                   else table.column(f.name) for f in self.in_schema]
+        missing = [f.name for f in self.in_schema if f.name not in table.column_names]
+        if missing:
+            raise OptionError("schema", self.in_schema.names, f"the DataFrame's columns {_visible(table)}",
+                              why=f"the DataFrame has no column(s) {', '.join(missing)}")
+        try:
+            columns = [table.column(f.name).cast(f.type) if table.schema.field(f.name).type != f.type
+                       else table.column(f.name) for f in self.in_schema]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise OptionError("schema", str(self.in_schema), f"the DataFrame's column types: {_visible(table)}",
+                              why=f"a column's values cannot be read as the declared type: {e}") from e
         return pa.Table.from_arrays(columns, schema=self.in_schema)
 
     def _config(self, root: str) -> SourceConfig:
@@ -407,6 +437,11 @@ class _ShardStep:
                 raise SnapshotError(f"{marker} is not window(df)'s: is stateLocation {root} another query's?")
             _refuse_changes(recorded, self._record, root)
         _CHECKED.add(checked)
+
+
+def _visible(table: pa.Table) -> str:
+    """The batch's own columns and types (the internal ones left out), for an error message."""
+    return ", ".join(f"{f.name} {f.type}" for f in table.schema if f.name not in INTERNAL)
 
 
 def _no_later_state(root: str) -> list:

@@ -4,10 +4,12 @@ the form that works and the one that cannot.
 * **Works**: the windowed DataFrame built at the module's top level, over a DataFrame read from
   files (not a table of the pipeline), returned by the table's query function. ``window`` reads
   the DataFrame's schema, and SDP allows that outside query functions only.
-* **Cannot**: ``window(df)`` inside a query function: SDP refuses any DataFrame analysis there
-  (``ATTEMPT_ANALYSIS_IN_PIPELINE_QUERY_FUNCTION``), and a dry run says so.
+* **Works**: ``window(spark.readStream.table(<another table of the pipeline>), schema=...)`` inside
+  the query function: with the schema declared ``window`` analyzes nothing.
+* **Cannot**: ``window(df)`` without ``schema`` inside a query function: SDP refuses any DataFrame
+  analysis there (``ATTEMPT_ANALYSIS_IN_PIPELINE_QUERY_FUNCTION``), and a dry run says so.
 
-One ``spark-pipelines`` run and one dry run; the windows of the run are checked against counts
+Two ``spark-pipelines`` runs and one dry run; the windows of each run are checked against counts
 computed here: the windows the watermark of an earlier micro-batch closed (``window(df)`` fires
 a window in the first batch after its end is passed; the last batch's windows wait for input).
 """
@@ -53,6 +55,18 @@ IN_FUNCTION = '''@dp.table
 def window_df_panes():
     return spark_windowing.window(EVENTS, **OPTIONS)
 '''
+OVER_A_TABLE = '''@dp.table
+def events():
+    return EVENTS
+
+
+@dp.table
+def window_df_panes():
+    # another table of the pipeline, one of its files a micro-batch; schema= spares window() the
+    # DataFrame analysis SDP refuses inside a query function
+    upstream = spark.readStream.option("maxFilesPerTrigger", 1).table("events")  # noqa: F821
+    return spark_windowing.window(upstream, schema="k string, ts timestamp", **OPTIONS)
+'''
 
 
 def _pipeline(folder: Path, body: str) -> Path:
@@ -96,3 +110,15 @@ def test_window_df_inside_a_query_function_fails_the_dry_run_saying_why(tmp_path
     done = _spark_pipelines(folder, "dry-run")
     assert done.returncode != 0
     assert "ATTEMPT_ANALYSIS_IN_PIPELINE_QUERY_FUNCTION" in done.stdout + done.stderr
+
+
+def test_window_df_over_another_table_of_the_pipeline_with_a_declared_schema(tmp_path):
+    folder = _pipeline(tmp_path / "table", OVER_A_TABLE)
+    done = _spark_pipelines(folder, "run")
+    _ok(done)
+    table = _warehouse(folder, "window_df_panes")
+    start = table.column("window_start")
+    micros = start.cast(pa.timestamp("us", tz=start.type.tz)).cast(pa.int64())
+    starts = [(v - T0) // SEC for v in micros.to_pylist()]
+    got = sorted(zip(table.column("k").to_pylist(), starts, table.column("n").to_pylist()))
+    assert got == _expected() and len(got) >= 4
