@@ -44,6 +44,10 @@ class WindowedDataSource(DataSource):
     def _is_table_read(self) -> bool:
         return "table" in self.options
 
+    def _is_ticks(self) -> bool:
+        from spark_windowing.datasource.source.ticks import TICKS_OPTION
+        return TICKS_OPTION.lower() in self.options
+
     def schema(self) -> StructType:
         """Validates every option (runs at ``load()``).
 
@@ -52,6 +56,9 @@ class WindowedDataSource(DataSource):
         bad option is the user's input, not our failure, so its traceback is cut to this frame.
         ``spark.sql.execution.pyspark.udf.hideTraceback.enabled=true`` leaves only the message."""
         from spark_windowing.errors import OptionError
+        if self._is_ticks():   # window(df)'s ticks: a stream of no rows (source.ticks)
+            from spark_windowing.datasource.source.ticks import ticks_schema
+            return ticks_schema()
         try:
             if self._is_table_read():
                 from spark_windowing.datasource.tables.table_reader import table_schema
@@ -66,7 +73,11 @@ class WindowedDataSource(DataSource):
         return PaneTableReader(self.options, schema)
 
     def streamReader(self, schema: StructType) -> Any:
-        """``execution=executors``: ``source.reader``; ``execution=driver``: ``source.driver``."""
+        """``execution=executors``: ``source.reader``; ``execution=driver``: ``source.driver``;
+        ``window(df)``'s ticks: ``source.ticks``."""
+        if self._is_ticks():
+            from spark_windowing.datasource.source.ticks import TicksStreamReader
+            return TicksStreamReader(self.options)
         if (self.options.get("execution") or "").strip().lower() == "driver":
             from spark_windowing.datasource.source.driver import DriverStreamReader
             return DriverStreamReader(self.options, schema)

@@ -37,11 +37,16 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
   several, the least per row). Exact to the microsecond.
 * **No row dropped by Spark.** A stateless query drops nothing: every row reaches the operator,
   which decides lateness itself (late panes, or the late table).
-* **Windows close at the next micro-batch.** A window fires in the first batch whose watermark
-  passes its end, as with ``format("windowed")`` — but Spark runs a stateless query's batch only
-  when input arrives. So when the input stops, the windows its last rows closed fire with the
-  next input (``format("windowed")`` runs one more batch without input for them). For a bounded
-  input read ``availableNow``, end it with an event past the last window (see docs).
+* **Windows the watermark closed fire without input** (``noDataBatches``, default true), as
+  native Spark runs a no-data micro-batch for a stateful query whose watermark moved. A window
+  fires in the first batch whose watermark passes its end, as with ``format("windowed")``; Spark
+  runs a stateless query's batch only for input, so ``window`` unions a source of no rows into the
+  DataFrame, ``source.ticks``, whose offset moves when the shards' reports say a firing is due
+  (the earliest event-time timer at or before the next batch's watermark). That batch runs every
+  shard's task and fires them; with ``trigger(availableNow=True)`` the query stops once nothing is
+  due. ``noDataBatches=false`` leaves the ticks out: the windows the last input closed fire with
+  the next input (as before the ticks: a checkpoint written then has one source fewer, and Spark
+  refuses to restart it with the ticks added: restart it with ``noDataBatches=false``).
 * **The end of the input, in the batch that says so.** A row whose watermark time is the end of
   time (``format("windowed")`` with ``endOfInput=fire`` fires its last panes with that watermark)
   ends the input: the shard that reads it steps its rows, then moves its watermark to the end and
@@ -82,6 +87,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
@@ -99,6 +105,7 @@ from spark_windowing.datasource.options.values import int_option
 from spark_windowing.datasource.source import pipeline, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.source.sharding import shard_labels
+from spark_windowing.datasource.source.ticks import TICK_COLUMN, TICKS_OPTION, point_to, ticks_settings
 from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
 from spark_windowing.datasource.tables.late import create_late_table
@@ -117,14 +124,14 @@ WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
                   "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation",
-                  "countorder", "schema")
+                  "countorder", "schema", "nodatabatches")
 #: The documented spelling of each option (docs/options.md's registry), for error messages.
 _SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
 _WHY_UPSTREAM = "an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given"
 #: Internal columns: the watermark's time (µs, delay subtracted), the batch time (µs), the shard label.
 WM_COLUMN, BT_COLUMN, PART_COLUMN = "__sw_wm", "__sw_bt", "__sw_part"
-INTERNAL = (WM_COLUMN, BT_COLUMN, PART_COLUMN)
+INTERNAL = (WM_COLUMN, BT_COLUMN, PART_COLUMN, TICK_COLUMN)
 #: The column metadata key of Spark's watermark marker (``EventTimeWatermark.delayKey``).
 _DELAY_KEY = "spark.watermarkDelayMs"
 #: The task-local properties Spark's micro-batch execution sets (``MicroBatchExecution.BATCH_ID_KEY``,
@@ -134,6 +141,9 @@ _BATCH_ID, _QUERY_ID = "streaming.sql.batchId", "sql.streaming.queryId"
 #: location's record: per query, so a location deleted and created anew for another query is
 #: checked (and recorded) again.
 _CHECKED: set[tuple[str, str, str, int]] = set()
+#: (pointer, state location) this worker has written for the ticks (the pointer's name is new for
+#: every ``window`` call).
+_POINTED: set[tuple[str, str]] = set()
 
 
 def _check_names(raw: dict[str, Any]) -> dict[str, str]:
@@ -175,7 +185,12 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
     if malformed not in ("late", "fail"):
         raise OptionError("malformedEvents", options.get("malformedevents"), "late, fail with window(df)",
                           why="fail-if-all needs every shard's counts of a batch in one place")
+    no_data = options.get("nodatabatches", "true").strip().lower()
+    if no_data not in ("true", "false"):
+        raise OptionError("noDataBatches", options.get("nodatabatches"), "true, false",
+                          why="whether Spark runs a micro-batch without input for the windows the watermark closed")
     return {"spec": spec, "watermark": wm, "watermark_given": "watermark" in options, "malformed": malformed,
+            "no_data_batches": no_data == "true",
             "shards": int_option(options, "shards", minimum=1, default=default_shards),
             "buckets": int_option(options, "stateBuckets", minimum=1, default=64),
             "memory_rows": int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
@@ -229,15 +244,22 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     labels = F.array(*[F.lit(v) for v in shard_labels(shards)])
     staged = staged.withColumn(PART_COLUMN, F.element_at(labels, shard + 1))
     writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
-    step = _ShardStep(spec, in_schema, cfg, writer, _default_state_base(spark))
+    state_base = _default_state_base(spark)
+    cfg["pointer"] = None
+    if cfg["no_data_batches"]:   # the windows the watermark closed fire without input (source.ticks)
+        cfg["pointer"] = None if cfg["state_location"] else f"{state_base}/ticks/{uuid.uuid4().hex}"
+        ticks = spark.readStream.format("windowed").option(
+            TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"])).load()
+        staged = staged.unionByName(ticks, allowMissingColumns=True)
+    step = _ShardStep(spec, in_schema, cfg, writer, state_base)
     # one shard takes every row: no shuffle, its step runs in the task that makes them
     staged = staged.coalesce(1) if shards == 1 else staged.repartition(shards, PART_COLUMN)
     if declared is not None:
-        _declare_columns(staged, struct)
+        _declare_columns(staged, struct, ticks=cfg["no_data_batches"])
     return staged.mapInArrow(step, panes)
 
 
-def _declare_columns(staged: "DataFrame", struct: Any) -> None:
+def _declare_columns(staged: "DataFrame", struct: Any, *, ticks: bool) -> None:
     """Spark Connect's ``mapInArrow`` asks the server for its input's columns (an analysis, which a
     declarative pipeline's query function refuses); with a declared schema they are known: the
     declared columns and the internal ones. Only the DataFrame built here is given them."""
@@ -245,7 +267,7 @@ def _declare_columns(staged: "DataFrame", struct: Any) -> None:
     if hasattr(staged, "_cached_schema"):       # a Spark Connect DataFrame (classic ones analyze eagerly)
         staged._cached_schema = StructType(list(struct.fields) + [
             StructField(WM_COLUMN, LongType()), StructField(BT_COLUMN, LongType()),
-            StructField(PART_COLUMN, IntegerType())])
+            StructField(PART_COLUMN, IntegerType())] + ([StructField(TICK_COLUMN, IntegerType())] if ticks else []))
 
 
 def _watermark_time(own: list, wm: Any, spec: OperatorSpec, in_schema: pa.Schema):
@@ -351,6 +373,7 @@ class _ShardStep:
         self.spec, self.in_schema, self.writer, self.state_base = spec, in_schema, writer, state_base
         self.shards, self.buckets, self.memory_rows = cfg["shards"], cfg["buckets"], cfg["memory_rows"]
         self.late_path, self.malformed, self.state = cfg["late_path"], cfg["malformed"], cfg["state_location"]
+        self.pointer = cfg.get("pointer")
         self._record = {"fingerprint": spec.fingerprint(), "shards": self.shards,
                         "spec": json.loads(json.dumps(spec.describe(), default=str))}
 
@@ -369,6 +392,9 @@ class _ShardStep:
         Spark's shuffle gave its partition, with the internal columns)."""
         root = self.state or f"{self.state_base}/{query_id}"
         self._check_recorded(root, query_id)
+        if self.pointer and (self.pointer, root) not in _POINTED:   # the ticks learn where the reports are
+            point_to(self.pointer, root)
+            _POINTED.add((self.pointer, root))
         got = [b for b in batches if b.num_rows]
         table = pa.Table.from_batches(got) if got else None
         bt = int(table.column(BT_COLUMN)[0].as_py()) if table is not None else time.time_ns() // 1000

@@ -3,10 +3,9 @@ parquet file per micro-batch, read by Spark's file source and by the windowed so
 options, through real Spark; the panes and late rows must be equal (but for ``batch_seq`` and
 ``batch_time``, which number and time each query's own micro-batches).
 
-window(df) is a stateless query to Spark, which runs its micro-batches only for input: the
-windows the last input closes fire with the next input (``window_df``'s docstring). So the inputs
-here end with ``closing()``'s two bundles: one that moves the watermark past every window, one
-with which window(df) fires them."""
+The inputs end where the data ends: the windows the last input's watermark closed fire in a
+micro-batch without input in both (window(df)'s by its ticks: ``source.ticks``), before the
+``availableNow`` query stops. The two windowings in one query end with ``closing()``'s events."""
 
 from __future__ import annotations
 
@@ -109,7 +108,7 @@ SLOW_CASES = ("count", "global")
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in CASES])
 def test_window_df_equals_format_windowed(spark, tmp_path, case):
     events = str(tmp_path / "events")
-    write_bundles(events, closing(make_bundles(list(CASES).index(case))))
+    write_bundles(events, make_bundles(list(CASES).index(case)))   # no closing event: the last windows fire too
     common = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "sum(v) AS total, count(*) AS n",
               "watermark": "bounded(2 seconds)", **CASES[case]}
     want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
@@ -146,7 +145,7 @@ def test_window_df_over_a_stream_stream_join(spark, tmp_path):
     events = str(tmp_path / "events")
     bundles = make_bundles(7)
     bundles[3] = [e for e in bundles[3] if e["ts"] is not None]  # a null time never joins
-    write_bundles(events, closing(bundles))
+    write_bundles(events, bundles)
     common = {"timestampColumn": "ts", "keyColumns": "k", "aggregate": "sum(v) AS total, count(*) AS n",
               "watermark": "bounded(2 seconds)", **CASES["tumbling"]}
     want = run_panes(spark, {**common, "source": "parquet", "path": events, "maxFilesPerTrigger": "1",
@@ -325,11 +324,11 @@ def test_an_event_from_2099_moves_no_watermark_of_window_df(spark, tmp_path):
                            "aggregate": "count(*) AS n", "lateDataPath": str(tmp_path / "late")}, str(tmp_path / "chk"))
     late = DeltaTable(str(tmp_path / "late")).to_pyarrow_table().to_pylist()
     assert [(r["k"], r["reason"]) for r in late] == [("phone", "future")]
-    # bundles 0-2's windows close on bundle 3's events and fire with bundle 4's (window(df) steps
-    # for input); with the 2099 event counted, the watermark would have closed every window at
+    # bundles 0-3's windows close on the events after them (bundle 4's stays open: its end is past
+    # every event); with the 2099 event counted, the watermark would have closed every window at
     # bundle 2, and the rows of bundles 2-4 been too late
     assert sorted((micros(r["window_start"]), r["n"]) for r in panes.to_pylist()) == \
-        [(T0 + b * 4 * SEC, 3) for b in range(3)]
+        [(T0 + b * 4 * SEC, 3) for b in range(4)]
 
 
 #: Two windowings chained (Apex's window propagation): per-key sums with a retracting pane every

@@ -10,8 +10,8 @@ the form that works and the one that cannot.
   analysis there (``ATTEMPT_ANALYSIS_IN_PIPELINE_QUERY_FUNCTION``), and a dry run says so.
 
 Two ``spark-pipelines`` runs and one dry run; the windows of each run are checked against counts
-computed here: the windows the watermark of an earlier micro-batch closed (``window(df)`` fires
-a window in the first batch after its end is passed; the last batch's windows wait for input).
+computed here: the windows the watermark closed (``window(df)`` fires a window in the first batch
+after its end is passed, the last input's in a batch without input).
 """
 
 from __future__ import annotations
@@ -84,9 +84,9 @@ def _pipeline(folder: Path, body: str) -> Path:
 
 
 def _expected() -> list[tuple[str, int, int]]:
-    """(key, window start in s, count) of the windows ending at or before the largest event time of
-    the batches before the last (the last batch's watermark)."""
-    closed_by = max(s for rows in FILES[:-1] for _, s in rows)
+    """(key, window start in s, count) of the windows ending at or before the largest event time
+    (the last batch's watermark: window(df) fires them in a batch without input)."""
+    closed_by = max(s for rows in FILES for _, s in rows)
     counts: dict[tuple[str, int], int] = {}
     for rows in FILES:
         for k, s in rows:

@@ -115,6 +115,18 @@ def read_driver_reports(state: str, seq: int, shards: int) -> list[dict[str, Any
     return out  # type: ignore[return-value]
 
 
+def due_firing(state: str, seq: int) -> tuple[int | None, int | None]:
+    """``(W, T)`` from the reports of micro-batch ``seq`` that exist (a hint, so a shard without
+    one is no error): W the largest watermark time the shards have seen (the next batch's
+    watermark), T the earliest event-time timer left in any shard. A firing is due when T <= W."""
+    latest = _latest(state, seq)
+    summaries = [summary for _, summary in latest.values() if summary is not None]
+    bodies = [uri for uri, summary in latest.values() if summary is None]
+    summaries += [json.loads(raw) for raw in storage.read_many(bodies)] if bodies else []
+    timers = [int(r["next_event_timer"]) for r in summaries if r.get("next_event_timer") is not None]
+    return largest([r.get("max_event_us") for r in summaries]), (min(timers) if timers else None)
+
+
 def _latest(state: str, seq: int) -> dict[int, tuple[str, dict[str, int | None] | None]]:
     """Shard -> (URI, summary or None) of its newest report of micro-batch ``seq``: one listing."""
     directory = layout.reports_dir(state, seq)

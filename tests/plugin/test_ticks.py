@@ -1,0 +1,70 @@
+"""``window(df)``'s ticks (``source.ticks``) without Spark: when its offset moves (a micro-batch
+Spark must run without input) and when it stays (nothing due, nothing new)."""
+
+from __future__ import annotations
+
+import json
+
+from spark_windowing.datasource.source import shard_reports
+from spark_windowing.datasource.source.ticks import TICKS_OPTION, TicksStreamReader, point_to, ticks_settings
+
+MAX = 9_223_372_036_854_775_807
+
+
+def _report(max_event: int | None, next_timer: int | None) -> dict:
+    return {"max_event_us": max_event, "max_col_us": None, "max_event2_us": None, "next_event_timer": next_timer,
+            "next_proc_timer": MAX, "events_in": 1, "time_malformed": 0}
+
+
+def _reader(root: str | None, pointer: str | None = None) -> TicksStreamReader:
+    reader = TicksStreamReader({TICKS_OPTION.lower(): ticks_settings(root, pointer)})
+    first = reader.latestOffset(reader.initialOffset())
+    assert first == {"ticks": 1, "wm": None}     # a start moves the ticks once
+    return reader
+
+
+def test_a_start_moves_the_ticks_once_then_nothing_without_reports(tmp_path):
+    reader = _reader(str(tmp_path / "state"))
+    start = {"ticks": 1, "wm": None}
+    assert reader.latestOffset(start) == start
+    assert reader.partitions(start, start) == [] and len(reader.partitions({"ticks": 0, "wm": None}, start)) == 1
+    assert list(reader.read(reader.partitions({"ticks": 0, "wm": None}, start)[0])) == []
+
+
+def test_a_timer_at_or_before_the_next_watermark_moves_the_ticks_once(tmp_path):
+    root = str(tmp_path / "state")
+    reader = _reader(root)
+    shard_reports.write_report(root, 1, 0, _report(100, 90))     # after batch 0: window end 90, watermark 100
+    shard_reports.write_report(root, 1, 1, _report(40, MAX))
+    start = {"ticks": 1, "wm": None}
+    moved = reader.latestOffset(start)
+    assert moved == {"ticks": 2, "wm": 100}
+    assert reader.latestOffset(moved) == moved                   # the same reports: nothing new
+    shard_reports.write_report(root, 2, 0, _report(100, 150))    # the batch that fired: nothing due
+    shard_reports.write_report(root, 2, 1, _report(40, MAX))
+    assert reader.latestOffset(moved) == moved
+
+
+def test_nothing_due_or_no_newer_watermark_leaves_the_ticks(tmp_path):
+    root = str(tmp_path / "state")
+    reader = _reader(root)
+    shard_reports.write_report(root, 1, 0, _report(100, 150))    # the earliest timer is past the watermark
+    assert reader.latestOffset({"ticks": 1, "wm": None}) == {"ticks": 1, "wm": None}
+    shard_reports.write_report(root, 2, 0, _report(100, 90))     # due, but the ticks moved for 100 already
+    assert reader.latestOffset({"ticks": 3, "wm": 100}) == {"ticks": 3, "wm": 100}
+
+
+def test_the_shards_name_the_state_location_in_the_pointer(tmp_path):
+    root, pointer = str(tmp_path / "base" / "query-id"), str(tmp_path / "base" / "ticks" / "abc")
+    reader = _reader(None, pointer)
+    assert reader.latestOffset({"ticks": 1, "wm": None}) == {"ticks": 1, "wm": None}   # no batch yet
+    point_to(pointer, root)
+    shard_reports.write_report(root, 1, 0, _report(100, 90))
+    assert reader.latestOffset({"ticks": 1, "wm": None}) == {"ticks": 2, "wm": 100}
+
+
+def test_a_report_without_a_summary_in_its_name_is_read(tmp_path):
+    root = str(tmp_path / "state")
+    reader = _reader(root)
+    shard_reports.write_report(root, 1, 0, {**_report(100, 90), "kafka_offsets": json.dumps({"0": 5})})
+    assert reader.latestOffset({"ticks": 1, "wm": None}) == {"ticks": 2, "wm": 100}
