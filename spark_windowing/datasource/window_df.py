@@ -94,11 +94,11 @@ from spark_windowing.datasource.options.config import SourceConfig
 from spark_windowing.datasource.source.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.datasource.options.reference import options_of
 from spark_windowing.datasource.options.values import int_option
-from spark_windowing.datasource.source import pipeline, shard_reports, sharding
+from spark_windowing.datasource.source import pipeline, runs, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
-from spark_windowing.datasource.tables.late import create_late_table
+from spark_windowing.datasource.tables.late import check_late_table, create_late_table, record_late_table
 from spark_windowing.errors import OptionError, SnapshotError, WindowingError
 from spark_windowing.operator.windowed import WindowedOperator
 from spark_windowing.operator.spec import OperatorSpec
@@ -211,7 +211,10 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
                               "'Redefining watermark is disallowed'); drop the option, or the DataFrame's withWatermark")
     if not own:
         _refuse_lost_watermark(df)
-    if cfg["late_path"]:
+    if cfg["late_path"]:   # a late table deleted alone is refused here (a stateLocation given) or at the first batch
+        if cfg["state_location"]:
+            check_late_table(cfg["state_location"], cfg["late_path"],
+                             has_batches=runs.batch_state(cfg["state_location"]) is not None)
         create_late_table(cfg["late_path"], op.late_schema())
     staged = df.withColumn(WM_COLUMN, _watermark_time(own, cfg["watermark"], spec, in_schema))
     staged = staged.withColumn(BT_COLUMN, F.unix_micros(F.current_timestamp()))
@@ -346,7 +349,7 @@ class _ShardStep:
         """Shard ``shard``'s step of Spark's micro-batch ``batch_id`` over ``batches`` (the rows
         Spark's shuffle gave its partition, with the internal columns)."""
         root = self.state or f"{self.state_base}/{query_id}"
-        self._check_recorded(root, query_id)
+        self._check_recorded(root, query_id, batch_id)
         got = [b for b in batches if b.num_rows]
         table = pa.Table.from_batches(got) if got else None
         bt = int(table.column(BT_COLUMN)[0].as_py()) if table is not None else time.time_ns() // 1000
@@ -390,13 +393,17 @@ class _ShardStep:
                             shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows,
                             late_data_path=self.late_path)
 
-    def _check_recorded(self, root: str, query_id: str) -> None:
+    def _check_recorded(self, root: str, query_id: str, batch_id: int) -> None:
         """The state location records the shard count and spec its state was written with; a query
         with others is refused, naming the option (keys would reach shards without their state, or
-        state be read under other rules)."""
+        state be read under other rules). So is a late table deleted alone (``tables.late``: the
+        state of batches before ``batch_id`` wrote late rows to it)."""
         checked = (root, query_id, self._record["fingerprint"], self.shards)
         if checked in _CHECKED:
             return
+        if self.late_path:
+            check_late_table(root, self.late_path, has_batches=batch_id > 0)
+            record_late_table(root, self.late_path)
         marker = layout.spec_marker(root)
         raw = storage.read_bytes(marker, missing_ok=True)
         if raw is None:
