@@ -1,5 +1,5 @@
 """Helpers of the maintenance-while-running tests (``tests/spark/test_maintenance_while_running.py``
-with ``deltalake``, ``tests/delta/test_maintenance_delta_spark.py`` with delta-spark): a retracting
+with ``deltalake``; written to serve a delta-spark variant in tests/delta too): a retracting
 session-window query over parquet files, kept running (the default trigger) while the test feeds it
 files step by step, and the checks of its tables (imported by them, never collected)."""
 
@@ -30,15 +30,21 @@ OPTIONS = {"source": "parquet", "maxFilesPerTrigger": "1", "timestampColumn": "t
 
 
 def write_step(events: Path, step: int) -> None:
-    """Input file ``step``: 3 keys, events 20 s a step apart; sessions that grow and merge across
-    files (retractions), and one event 60 s behind (the late table)."""
+    """Input file ``step``, 20 s after the previous one: per key two sessions of three events that
+    each fire early, an event bridging the previous file's two sessions (they merge: retractions),
+    and one event 60 s behind (the late table)."""
     events.mkdir(parents=True, exist_ok=True)
-    base = T0 + step * 20 * SEC
-    ts = [base + (i * 1500 + (i % 3) * 400) * 1000 for i in range(12)] + [base - 60 * SEC]
-    ts += [base - 1 * SEC]            # bridges the previous step's last sessions into this one's
+    base, keys, ts = T0 + step * 20 * SEC, [], []
+    for k in ("k0", "k1", "k2"):
+        offsets = [0, 500, 1000, 5000, 5500, 6000]
+        ts += [base + o * 1000 for o in offsets] + [base - 60 * SEC]
+        keys += [k] * 7
+        if step:
+            ts.append(base - 20 * SEC + 3 * SEC)
+            keys.append(k)
     path = events / f"part-{step:02d}.parquet"
-    pq.write_table(pa.table({"k": [f"k{i % 3}" for i in range(len(ts))],
-                             "ts": pa.array(ts, pa.timestamp("us", tz="UTC")), "v": list(range(len(ts)))}), path)
+    pq.write_table(pa.table({"k": keys, "ts": pa.array(ts, pa.timestamp("us", tz="UTC")),
+                             "v": list(range(len(ts)))}), path)
     os.utime(path, ns=(1_600_000_000_000_000_000 + step * 10**9,) * 2)   # the file source reads by mtime
 
 

@@ -5,7 +5,7 @@ changes no table. ``format("windowed")`` refuses at its first offset, before it 
 ``window(df)`` with a ``stateLocation`` refuses when it is called, and without one (its state found
 by the query id) in the restart's first micro-batch. Restoring the table resumes the query, and
 the tables then equal those of a run in which nothing was deleted. The check itself:
-``tests/plugin/test_late_table_lost.py``."""
+``tests/plugin/test_late_table_check.py``."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ and afterwards the pane log and the late table hold exactly the rows of a clean 
 input (nothing lost or duplicated), and ``current`` is the pane log's replay less what the user
 deleted. A second test runs compaction, checkpoints and vacuum in a loop in another thread while
 the batches run (truly concurrent): the sink's and the source's commits retry over them, and the
-tables are the same. The same operations by delta-spark: ``tests/delta/test_maintenance_delta_spark.py``;
-how to run them: docs/delta-sql.md, "Maintaining the pane tables"."""
+tables are the same. How to run them: docs/delta-sql.md, "Maintaining the pane tables"."""
 
 from __future__ import annotations
 
