@@ -64,7 +64,7 @@ def run_map_floor(spark, directory: str, max_files: int, chk: str, shards: int) 
     ``repartition``, ``mapInArrow`` with a function that only reads its batches."""
     from pyspark.sql import functions as F
 
-    from spark_windowing.datasource.window_df import shard_labels
+    from spark_windowing.datasource.source.sharding import shard_labels
     df = spark.readStream.schema("k long, ts timestamp, v double").option("maxFilesPerTrigger", max_files) \
         .parquet(directory)
     labels = F.array(*[F.lit(v) for v in shard_labels(shards)])

@@ -98,37 +98,24 @@ from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
 from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.options.config import SourceConfig
-from spark_windowing.datasource.options.ddl import parse_ddl
-from spark_windowing.datasource.source.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
-from spark_windowing.datasource.options.reference import options_of
-from spark_windowing.datasource.options.values import int_option
-from spark_windowing.datasource.source import pipeline, shard_reports, sharding
+from spark_windowing.datasource.source import pipeline, runs, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.source.sharding import shard_labels
 from spark_windowing.datasource.source.ticks import TICK_COLUMN, TICKS_OPTION, point_to, ticks_settings
 from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
-from spark_windowing.datasource.tables.late import create_late_table
+from spark_windowing.datasource.window_options import (WINDOW_OPTIONS, declared_schema, parse_window_options,
+                                                       refuse_changes)
+from spark_windowing.datasource.tables.late import check_late_table, create_late_table, record_late_table
 from spark_windowing.errors import OptionError, SnapshotError, WindowingError
 from spark_windowing.operator.windowed import WindowedOperator
 from spark_windowing.operator.spec import OperatorSpec
-from spark_windowing.operator.watermark import parse_watermark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["window", "WINDOW_OPTIONS", "shard_labels"]
+__all__ = ["window", "WINDOW_OPTIONS"]
 
-#: The options ``window(df)`` takes (lower case; names are case-insensitive).
-WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process", "evictor", "keycolumns",
-                  "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
-                  "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
-                  "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation",
-                  "countorder", "schema", "nodatabatches")
-#: The documented spelling of each option (docs/options.md's registry), for error messages.
-_SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
-_ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
-_WHY_UPSTREAM = "an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given"
 #: Internal columns: the watermark's time (µs, delay subtracted), the batch time (µs), the shard label.
 WM_COLUMN, BT_COLUMN, PART_COLUMN = "__sw_wm", "__sw_bt", "__sw_part"
 INTERNAL = (WM_COLUMN, BT_COLUMN, PART_COLUMN, TICK_COLUMN)
@@ -144,58 +131,6 @@ _CHECKED: set[tuple[str, str, str, int]] = set()
 #: (pointer, state location) this worker has written for the ticks (the pointer's name is new for
 #: every ``window`` call).
 _POINTED: set[tuple[str, str]] = set()
-
-
-def _check_names(raw: dict[str, Any]) -> dict[str, str]:
-    """Lower-cased string options; upstream and unknown options refused (``schema`` is left out:
-    ``declared_schema`` reads it)."""
-    out: dict[str, str] = {}
-    for name, value in raw.items():
-        low = name.lower()
-        if low == "schema":
-            continue
-        if low not in WINDOW_OPTIONS:
-            if low in KNOWN_OPTIONS or low == "watermarkidletimeout" or "." in low:
-                why = _WHY_UPSTREAM if low != "watermarkidletimeout" else \
-                    "the watermark moves only with event times: there is no idle timeout"
-                raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}", why=why)
-            raise unknown_option(name, value, WINDOW_OPTIONS, "the options of window(df)")
-        out[low] = str(value).lower() if isinstance(value, bool) else str(value)
-    return out
-
-
-def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[str, Any]:
-    """Validate ``window(df)``'s options; returns the parsed spec, watermark and settings."""
-    options = _check_names(raw)
-    window_text, ts_col = time_options(options)
-    if not ts_col:
-        raise OptionError("timestampColumn", None, "the event-time column of the DataFrame",
-                          why="required: window(df) runs in event time (no processing-time windows)")
-    spec = operator_spec(options, window_text, ts_col)
-    wm = parse_watermark(options.get("watermark"))
-    if wm.kind == "processing":
-        raise OptionError("watermark", options["watermark"], "bounded(<delay>) or column(<column>) with window(df)",
-                          why="the watermark of window(df) moves only with event times")
-    trigger = spec.trigger.spec()
-    if "processingtime" in trigger.replace(" ", "").lower():
-        raise OptionError("trigger", options.get("trigger"), "triggers without processing-time parts with window(df) "
-                          "(AfterWatermark, AfterCount, AfterEach, Repeatedly, ... )",
-                          why="Spark runs window(df)'s steps only for input: there are no processing-time timers")
-    malformed = options.get("malformedevents", "late").strip().lower()
-    if malformed not in ("late", "fail"):
-        raise OptionError("malformedEvents", options.get("malformedevents"), "late, fail with window(df)",
-                          why="fail-if-all needs every shard's counts of a batch in one place")
-    no_data = options.get("nodatabatches", "true").strip().lower()
-    if no_data not in ("true", "false"):
-        raise OptionError("noDataBatches", options.get("nodatabatches"), "true, false",
-                          why="whether Spark runs a micro-batch without input for the windows the watermark closed")
-    return {"spec": spec, "watermark": wm, "watermark_given": "watermark" in options, "malformed": malformed,
-            "no_data_batches": no_data == "true",
-            "shards": int_option(options, "shards", minimum=1, default=default_shards),
-            "buckets": int_option(options, "stateBuckets", minimum=1, default=64),
-            "memory_rows": int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
-            "late_path": options.get("latedatapath") or None, "query_name": options.get("queryname"),
-            "state_location": (options.get("statelocation") or "").rstrip("/") or None}
 
 
 def _time_expr(column: str, arrow_type: pa.DataType, unit: str | None):
@@ -225,16 +160,11 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     # the producing spec in window_start's metadata, as format("windowed") puts it: the windowed sink
     # records it, refuses panes of another spec, and closes windows in `current` by its lateness
     panes = pane_spec.annotate(arrow_to_spark_schema(op.pane_schema()), pane_spec.produced_by(spec))
-    own = _marked(df) if declared is None else []
-    if own and cfg["watermark_given"]:
-        raise OptionError("watermark", next(v for k, v in options.items() if k.lower() == "watermark"),
-                          "no watermark option: the DataFrame's own withWatermark (on column "
-                          f"{', '.join(repr(f.name) for f in own)}) is the query's",
-                          why="Spark allows one watermark per stream (a second withWatermark fails the query: "
-                              "'Redefining watermark is disallowed'); drop the option, or the DataFrame's withWatermark")
-    if not own and declared is None:
-        _refuse_lost_watermark(df)
-    if cfg["late_path"]:
+    own = _own_watermark(df, options, given=cfg["watermark_given"]) if declared is None else []
+    if cfg["late_path"]:   # a late table deleted alone is refused here (a stateLocation given) or at the first batch
+        if cfg["state_location"]:
+            check_late_table(cfg["state_location"], cfg["late_path"],
+                             has_batches=runs.batch_state(cfg["state_location"]) is not None)
         create_late_table(cfg["late_path"], op.late_schema())
     staged = df.withColumn(WM_COLUMN, _watermark_time(own, cfg["watermark"], spec, in_schema))
     staged = staged.withColumn(BT_COLUMN, F.unix_micros(F.current_timestamp()))
@@ -245,18 +175,41 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     staged = staged.withColumn(PART_COLUMN, F.element_at(labels, shard + 1))
     writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
     state_base = _default_state_base(spark)
-    cfg["pointer"] = None
-    if cfg["no_data_batches"]:   # the windows the watermark closed fire without input (source.ticks)
-        cfg["pointer"] = None if cfg["state_location"] else f"{state_base}/ticks/{uuid.uuid4().hex}"
-        ticks = spark.readStream.format("windowed").option(
-            TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"])).load()
-        staged = staged.unionByName(ticks, allowMissingColumns=True)
+    staged = _with_ticks(staged, cfg, state_base)
     step = _ShardStep(spec, in_schema, cfg, writer, state_base)
     # one shard takes every row: no shuffle, its step runs in the task that makes them
     staged = staged.coalesce(1) if shards == 1 else staged.repartition(shards, PART_COLUMN)
     if declared is not None:
         _declare_columns(staged, struct, ticks=cfg["no_data_batches"])
     return staged.mapInArrow(step, panes)
+
+
+def _own_watermark(df: "DataFrame", options: dict[str, Any], *, given: bool) -> list:
+    """The DataFrame's ``withWatermark`` columns (the operator's watermark then); a ``watermark``
+    option beside them, or a ``withWatermark`` whose column is gone, is refused."""
+    own = _marked(df)
+    if own and given:
+        raise OptionError("watermark", next(v for k, v in options.items() if k.lower() == "watermark"),
+                          "no watermark option: the DataFrame's own withWatermark (on column "
+                          f"{', '.join(repr(f.name) for f in own)}) is the query's",
+                          why="Spark allows one watermark per stream (a second withWatermark fails the query: "
+                              "'Redefining watermark is disallowed'); drop the option, or the DataFrame's withWatermark")
+    if not own:
+        _refuse_lost_watermark(df)
+    return own
+
+
+def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str) -> "DataFrame":
+    """``staged`` with ``source.ticks`` unioned in (``noDataBatches``): Spark runs a batch without
+    input when the windows the watermark closed are due. Sets ``cfg["pointer"]``: where the shards
+    name their state location for the ticks, when it is per query id."""
+    cfg["pointer"] = None
+    if not cfg["no_data_batches"]:
+        return staged
+    cfg["pointer"] = None if cfg["state_location"] else f"{state_base}/ticks/{uuid.uuid4().hex}"
+    ticks = staged.sparkSession.readStream.format("windowed").option(
+        TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"])).load()
+    return staged.unionByName(ticks, allowMissingColumns=True)
 
 
 def _declare_columns(staged: "DataFrame", struct: Any, *, ticks: bool) -> None:
@@ -306,38 +259,6 @@ def _refuse_lost_watermark(df: "DataFrame") -> None:
                           why="window(df) follows the watermark from that column's values")
 
 
-def declared_schema(options: dict[str, Any]) -> Any:
-    """The ``schema`` option: the DataFrame's schema as a pyspark ``StructType`` (given as one, or
-    as a DDL string: ``"user string, ts timestamp"``), or None when not given.
-
-    With it ``window(df)`` does not analyze ``df`` (no ``df.schema``): a Spark Declarative
-    Pipeline refuses any analysis inside a query function, so ``window(spark.readStream.table(...),
-    schema=...)`` is how it windows another table of the pipeline. The declared columns must be
-    the DataFrame's (each batch is checked: a missing column or a type its values cannot be cast to
-    fails the query naming the option); a ``withWatermark`` on ``df`` is not seen then: give the
-    ``watermark`` option."""
-    given = next((v for k, v in options.items() if k.lower() == "schema"), None)
-    if given is None:
-        return None
-    from pyspark.sql.types import DataType, StructType
-    if isinstance(given, StructType):
-        return given
-    accepted = "a DDL string ('name type, ...') or a pyspark StructType: the DataFrame's columns"
-    if not isinstance(given, str) or not given.strip():
-        raise OptionError("schema", given, accepted, why="the schema of the DataFrame window(df) is given")
-    try:
-        return arrow_to_spark_schema(parse_ddl(given))     # the common types, with no call to Spark
-    except OptionError:
-        pass
-    try:
-        parsed = DataType.fromDDL(given)                   # the rest (arrays, maps, decimals), by Spark
-    except Exception as e:
-        raise OptionError("schema", given, accepted, why=f"Spark cannot parse it: {str(e).splitlines()[0]}") from e
-    if not isinstance(parsed, StructType):
-        raise OptionError("schema", given, accepted, why="it is one type, not a list of columns")
-    return parsed
-
-
 def _marked(df: "DataFrame") -> list:
     """The fields of ``df`` that carry Spark's watermark marker (a ``withWatermark`` on them)."""
     return [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
@@ -358,12 +279,6 @@ def _default_state_base(spark: Any) -> str:
     base = spark.conf.get("spark.sql.streaming.checkpointLocation", None) or \
         spark.conf.get("spark.sql.warehouse.dir", "spark-warehouse")
     return f"{base.rstrip('/')}/window-df-state"
-
-
-#: ``OperatorSpec.describe()`` keys -> the option that sets them (for the changed-spec error).
-_SPEC_OPTIONS = {"window": "window", "trigger": "trigger", "accumulation_mode": "accumulationMode",
-                 "allowed_lateness_us": "allowedLateness", "timestamp_combiner": "timestampCombiner",
-                 "keys": "keyColumns"}
 
 
 class _ShardStep:
@@ -391,7 +306,7 @@ class _ShardStep:
         """Shard ``shard``'s step of Spark's micro-batch ``batch_id`` over ``batches`` (the rows
         Spark's shuffle gave its partition, with the internal columns)."""
         root = self.state or f"{self.state_base}/{query_id}"
-        self._check_recorded(root, query_id)
+        self._check_recorded(root, query_id, batch_id)
         if self.pointer and (self.pointer, root) not in _POINTED:   # the ticks learn where the reports are
             point_to(self.pointer, root)
             _POINTED.add((self.pointer, root))
@@ -446,13 +361,17 @@ class _ShardStep:
                             shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows,
                             late_data_path=self.late_path)
 
-    def _check_recorded(self, root: str, query_id: str) -> None:
+    def _check_recorded(self, root: str, query_id: str, batch_id: int) -> None:
         """The state location records the shard count and spec its state was written with; a query
         with others is refused, naming the option (keys would reach shards without their state, or
-        state be read under other rules)."""
+        state be read under other rules). So is a late table deleted alone (``tables.late``: the
+        state of batches before ``batch_id`` wrote late rows to it)."""
         checked = (root, query_id, self._record["fingerprint"], self.shards)
         if checked in _CHECKED:
             return
+        if self.late_path:
+            check_late_table(root, self.late_path, has_batches=batch_id > 0)
+            record_late_table(root, self.late_path)
         marker = layout.spec_marker(root)
         raw = storage.read_bytes(marker, missing_ok=True)
         if raw is None:
@@ -461,7 +380,7 @@ class _ShardStep:
             recorded = json.loads(raw)
             if "fingerprint" not in recorded or "shards" not in recorded:
                 raise SnapshotError(f"{marker} is not window(df)'s: is stateLocation {root} another query's?")
-            _refuse_changes(recorded, self._record, root)
+            refuse_changes(recorded, self._record, root)
         _CHECKED.add(checked)
 
 
@@ -479,20 +398,3 @@ def _no_later_state(root: str) -> list:
                             "at batch 0 (a new checkpoint): give a new stateLocation, or the checkpoint it was "
                             "written with")
     return []
-
-
-def _refuse_changes(recorded: dict, now: dict, root: str) -> None:
-    """An ``OptionError`` naming what changed since the state at ``root`` was written."""
-    where = (f"the value this query's state was written with (under {root}, kept with the checkpoint); "
-             "to change it, start with a new checkpointLocation and stateLocation")
-    if recorded["shards"] != now["shards"]:
-        raise OptionError("shards", now["shards"], f"{recorded['shards']}, {where}",
-                          why="each key shard's state is kept by shard")
-    if recorded["fingerprint"] != now["fingerprint"]:
-        before, after = recorded.get("spec", {}), now["spec"]
-        changed = [k for k in _SPEC_OPTIONS if before.get(k) != after.get(k)] or ["aggregate"]
-        option = _SPEC_OPTIONS.get(changed[0], changed[0])
-        raise OptionError(option, after.get(changed[0], "(changed)"),
-                          f"{before.get(changed[0], 'the value')}, {where}",
-                          why=f"the windowing spec changed since the checkpoint was written "
-                              f"({', '.join(_SPEC_OPTIONS.get(k, k) for k in changed)})")

@@ -14,7 +14,7 @@ from spark_windowing.datasource.options.spark_conf import CONF_DEFAULTS_OPTION
 from spark_windowing.datasource.source.checks import check_state_spec
 from spark_windowing.datasource.source.parse import parse_options
 from spark_windowing.datasource.tables import pane_spec
-from spark_windowing.datasource.window_df import parse_window_options
+from spark_windowing.datasource.window_options import parse_window_options
 from spark_windowing.errors import OptionError
 from spark_windowing.windows.kinds import CountWindow, TimestampCount
 

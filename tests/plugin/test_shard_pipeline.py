@@ -23,7 +23,8 @@ from deltalake import DeltaTable
 
 from spark_windowing.datasource.source.driver import DriverStreamReader
 from spark_windowing.datasource.source.reader import WindowedStreamReader, stream_schema
-from spark_windowing.datasource.window_df import BT_COLUMN, PART_COLUMN, WM_COLUMN, _ShardStep, parse_window_options
+from spark_windowing.datasource.window_df import BT_COLUMN, PART_COLUMN, WM_COLUMN, _ShardStep
+from spark_windowing.datasource.window_options import parse_window_options
 
 BATCHES, SHARDS, DELAY_US = 8, 2, 1_000_000
 T0 = 1_700_000_000_000_000

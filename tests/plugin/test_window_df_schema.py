@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
-from spark_windowing.datasource.window_df import (
-    BT_COLUMN, PART_COLUMN, WM_COLUMN, _ShardStep, declared_schema, parse_window_options)
+from spark_windowing.datasource.window_df import BT_COLUMN, PART_COLUMN, WM_COLUMN, _ShardStep
+from spark_windowing.datasource.window_options import declared_schema, parse_window_options
 from spark_windowing.errors import OptionError
 
 OPTIONS = {"window": "tumbling(10 seconds)", "aggregate": "count(*) AS n", "timestampColumn": "ts",

@@ -21,7 +21,8 @@ import pytest
 from deltalake import DeltaTable
 
 import spark_windowing
-from spark_windowing.datasource.window_df import parse_window_options, shard_labels
+from spark_windowing.datasource.source.sharding import shard_labels
+from spark_windowing.datasource.window_options import parse_window_options
 from spark_windowing.errors import OptionError
 from tests.spark._helpers import micros, rows, run_panes
 

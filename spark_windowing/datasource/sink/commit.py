@@ -1,5 +1,15 @@
 """The windowed sink's driver side: the commit of one micro-batch into ``triggers``,
-``retractions`` and ``current`` (the protocol: ``spark_windowing.datasource.sink.writer``)."""
+``retractions`` and ``current`` (the protocol: ``spark_windowing.datasource.sink.writer``).
+
+Another writer may commit to the tables while a batch commits (a user's OPTIMIZE, VACUUM, a
+retention DELETE, a property change: docs/delta-sql.md, "Maintaining the pane tables"). The
+pane log's appends retry over such commits (``appends``). The MERGE into ``current`` and the
+UPDATE that closes windows fail in delta-rs when a concurrent commit touched the files they read
+(``CommitFailedError``), or a concurrent VACUUM deleted one (a file-not-found ``DeltaError``):
+each is tried again on the table as it is then, up to ``COMMIT_ATTEMPTS`` times (the MERGE is
+skipped once the table holds the batch's app transaction; the UPDATE is idempotent). After the
+last attempt the batch fails with a ``WindowingError`` naming the table, the other writer's
+operations and what to do; the restarted query replays the batch exactly once."""
 
 from __future__ import annotations
 
@@ -13,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
+from deltalake.exceptions import CommitFailedError, DeltaError
 
 from spark_windowing.datasource import trace
 from spark_windowing.datasource.tables import appends, delta
@@ -22,6 +33,11 @@ from spark_windowing.datasource.tables.delta import CURRENT, RETRACTIONS, STAGIN
 from spark_windowing.datasource.storage.layout import BATCH_ID_KEY
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER
 from spark_windowing._time import MIN_TIME
+from spark_windowing.errors import WindowingError
+
+#: Attempts of the MERGE into ``current``, and of the UPDATE closing windows, that a concurrent
+#: commit of another writer makes fail (module docstring).
+COMMIT_ATTEMPTS = 6
 
 @dataclass
 class BatchCommit:
@@ -57,15 +73,38 @@ class BatchCommit:
                     with trace.span("sink.commit.read_triggers"):
                         self._triggers = list(delta.read_files(root, TRIGGERS, [f.path for f in triggers]))
                 self._bound = self._closed_bound(files)
-                self._merge_current([f.path for f in triggers], staged, size)
+                self._retrying("MERGE", lambda: self._merge_current([f.path for f in triggers], staged, size))
             replayed = appended.result()
         with timed(self.phases, "close"):
-            self._close_windows()
+            self._retrying("UPDATE closing windows", self._close_windows)
         with timed(self.phases, "clean"):
             for table, paths in replayed.items():
                 delta.delete_files(f"{root}/{table}", paths)
             delta.delete_files(f"{root}/{STAGING}", staged)
             delta.delete_stale_staging(root, self.batch_id)
+
+    def _retrying(self, what: str, attempt) -> None:
+        """Run ``attempt`` (a commit to ``current``), again on a fresh handle of the table while
+        another writer's concurrent commit makes it fail (module docstring)."""
+        uri = delta.table_uri(self.options.root, CURRENT)
+        since = delta.latest(uri).version()
+        for n in range(COMMIT_ATTEMPTS):
+            try:
+                attempt()
+                return
+            except DeltaError as e:
+                if not isinstance(e, CommitFailedError) and not _file_gone(e):
+                    raise
+                error = e
+            delta.forget(uri)        # the table as it is now, on the next attempt
+            self._current = None
+            time.sleep(0.05 * (n + 1))
+        raise WindowingError(
+            f"windowed sink: the {what} of micro-batch {self.batch_id} into {uri} failed {COMMIT_ATTEMPTS} times "
+            f"over commits of another writer to that table since version {since} "
+            f"({', '.join(_operations_since(uri, since)) or 'none found'}): {error}. Run such maintenance "
+            "between micro-batches, or leave it to the sink's own upkeep (compactEvery, vacuumEvery, "
+            "checkpointEvery), and restart the query: it replays the batch, exactly once") from error
 
     def _append_log(self, files: Sequence[DataFile]) -> dict[str, list[str]]:
         """Append the batch's files to ``triggers`` and ``retractions``; returns, per table that
@@ -207,8 +246,9 @@ class BatchCommit:
         open_ends = _OPEN_ENDS.get(key)
         if open_ends is None:
             open_ends = _scan_open_ends(dt)
-        _OPEN_ENDS[key] = open_ends[open_ends > self._bound]
-        if len(_OPEN_ENDS[key]) == len(open_ends):   # no open window ends by the bound: nothing to mark
+        remaining = open_ends[open_ends > self._bound]
+        if len(remaining) == len(open_ends):   # no open window ends by the bound: nothing to mark
+            _OPEN_ENDS[key] = remaining
             _CLOSED_THROUGH[key] = self._bound
             return
         predicate = f"is_final = false AND window_end <= '{iso_us(self._bound)}'"
@@ -223,6 +263,7 @@ class BatchCommit:
         updated = dt.update(updates={"is_final": "true"}, predicate=predicate,
                             commit_properties=CommitProperties(custom_metadata=self._commit_metadata()))
         delta.note_commit(delta.table_uri(root, CURRENT), dt, self.app_id, before)
+        _OPEN_ENDS[key] = remaining   # only once committed: a failed UPDATE is tried again in full
         _CLOSED_THROUGH[key] = self._bound
         if updated.get("num_updated_rows"):
             self.metrics.setdefault(CURRENT, {})["windows_closed"] = updated["num_updated_rows"]
@@ -335,6 +376,21 @@ def _high_water(uri: str, table: DeltaTable, app_id: str) -> int:
 #: bound: with an ON_TIME pane that is already final (no allowed lateness), never. Rows a
 #: retraction deleted may linger here: they only cost an UPDATE that finds nothing.
 _OPEN_ENDS: dict[tuple[str, str], np.ndarray] = {}
+
+
+def _file_gone(error: Exception) -> bool:
+    """Whether a delta-rs error says a data file is gone (a concurrent VACUUM deleted it)."""
+    text = str(error).lower()
+    return "not found" in text or "no such file" in text
+
+
+def _operations_since(uri: str, version: int) -> list[str]:
+    """The operations of the commits to the table at ``uri`` after ``version`` (its history)."""
+    try:
+        return [f"{h.get('operation')} (version {h.get('version')})"
+                for h in DeltaTable(uri).history(20) if int(h.get("version", -1)) > version]
+    except Exception:   # naming them is a courtesy of the error message
+        return []
 
 
 def _open_window_ends(batch: pa.RecordBatch) -> np.ndarray:

@@ -49,7 +49,7 @@ from spark_windowing.datasource.contract import OFFSET_RUN, source_offset, state
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                       recorded_options)
 from spark_windowing.datasource.source.affinity import shard_to_run, slots
-from spark_windowing.datasource.tables.late import create_late_table
+from spark_windowing.datasource.tables.late import open_late_table
 from spark_windowing.datasource.tables.maintenance import maintain, upkeep_due
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
@@ -415,9 +415,11 @@ def needed_columns(cfg: SourceConfig) -> list[str] | None:
 def ensure_late_table(cfg: SourceConfig) -> None:
     """Create the late-data table, empty, when the query starts (driver): a query that dropped
     nothing still has a table to read (``table=late``) and count from. Late rows are the upstream
-    event's columns plus ``spark_windowing.panes.LATE_FIELDS``; later appends merge into it."""
-    if cfg.late_data_path and not _is_delta_table(cfg.late_data_path):
-        create_late_table(cfg.late_data_path, WindowedOperator(cfg.spec, input_schema(cfg)).late_schema())
+    event's columns plus ``spark_windowing.panes.LATE_FIELDS``; later appends merge into it. A late
+    table deleted alone while the state holds committed batches is refused (``tables.late``)."""
+    if cfg.late_data_path:
+        open_late_table(cfg.late_data_path, WindowedOperator(cfg.spec, input_schema(cfg)).late_schema(),
+                        state=cfg.state_location, has_batches=runs.batch_state(cfg.state_location) is not None)
 
 
 def late_writer(cfg: SourceConfig, run: str | None = None) -> str:

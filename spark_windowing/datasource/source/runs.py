@@ -36,7 +36,7 @@ __all__ = ["new_run", "claim", "check_resumed", "recorded_run", "batch_state"]
 
 #: What a run leaves under its state location (all of it goes on ``newCheckpoint=reset``).
 RUN_STATE = (layout.SHARDS_DIR, layout.REPORTS_DIR, layout.CLAIMS_DIR, layout.SOURCES_DIR, layout.SOURCES2_DIR,
-             layout.SPEC_MARKER, layout.RUN_MARKER)
+             layout.SPEC_MARKER, layout.RUN_MARKER, layout.LATE_MARKER)
 
 _WAYS_OUT = ("a stateLocation of its own for the new checkpoint; or the checkpoint that state was written with; "
              "or newCheckpoint=reset to remove that state and start over (a declarative pipeline's full refresh)")

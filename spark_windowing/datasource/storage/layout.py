@@ -9,6 +9,8 @@ A query's state location ``S`` (``stateLocation``)::
                                         carries what the driver plans from (``shard_reports``)
     S/claims/<seq>/shard-<i>            which partition ran shard ``i`` in micro-batch ``seq`` (``affinity``)
     S/sources/manifest.json             the file source's file list (``sources2``: a join's stream 2)
+    S/late.json                         the late table the state's batches wrote to: its path and Delta
+                                        table id (``tables.late``: a late table deleted alone is refused)
 
 A pane sink's root ``P`` (``writeStream.format("windowed")``)::
 
@@ -70,6 +72,8 @@ SHARDS_DIR = "shards"
 SPEC_MARKER = "spec.json"
 #: The run (``"run"`` of the offsets: one per checkpoint) whose state the location holds.
 RUN_MARKER = "run.json"
+#: The late table (``lateDataPath``) whose rows the state's batches wrote: path and Delta table id.
+LATE_MARKER = "late.json"
 #: The file source's manifest directory; a join's second stream uses ``sources2``.
 SOURCES_DIR, SOURCES2_DIR = "sources", "sources2"
 
@@ -80,6 +84,10 @@ def spec_marker(state: str) -> str:
 
 def run_marker(state: str) -> str:
     return f"{state}/{RUN_MARKER}"
+
+
+def late_marker(state: str) -> str:
+    return f"{state}/{LATE_MARKER}"
 
 
 def store_root(state: str, shard: int) -> str:
