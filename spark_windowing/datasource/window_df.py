@@ -98,7 +98,9 @@ from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
 from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.options.config import SourceConfig
-from spark_windowing.datasource.source import pipeline, runs, shard_reports, sharding
+from spark_windowing.datasource import spark_hash
+from spark_windowing.datasource.source import pipeline, rescale, runs, shard_reports, sharding
+from spark_windowing.datasource.spark_hash import spark_shard_of
 from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.source.sharding import shard_labels
 from spark_windowing.datasource.source.ticks import TICK_COLUMN, TICKS_OPTION, point_to, ticks_settings
@@ -125,9 +127,9 @@ _DELAY_KEY = "spark.watermarkDelayMs"
 #: ``StreamExecution.QUERY_ID_KEY``).
 _BATCH_ID, _QUERY_ID = "streaming.sql.batchId", "sql.streaming.queryId"
 #: (state location, query id, spec fingerprint, shards) this worker has checked against the
-#: location's record: per query, so a location deleted and created anew for another query is
-#: checked (and recorded) again.
-_CHECKED: set[tuple[str, str, str, int]] = set()
+#: location's record -> the record's shard history: per query, so a location deleted and created
+#: anew for another query is checked (and recorded) again.
+_CHECKED: dict[tuple[str, str, str, int], list] = {}
 #: (pointer, state location) this worker has written for the ticks (the pointer's name is new for
 #: every ``window`` call).
 _POINTED: set[tuple[str, str]] = set()
@@ -306,7 +308,8 @@ class _ShardStep:
         """Shard ``shard``'s step of Spark's micro-batch ``batch_id`` over ``batches`` (the rows
         Spark's shuffle gave its partition, with the internal columns)."""
         root = self.state or f"{self.state_base}/{query_id}"
-        self._check_recorded(root, query_id, batch_id)
+        history = self._check_recorded(root, query_id, batch_id)
+        old = count_at(history, batch_id - 1) if batch_id > 0 else self.shards   # != shards: a rescale
         if self.pointer and (self.pointer, root) not in _POINTED:   # the ticks learn where the reports are
             point_to(self.pointer, root)
             _POINTED.add((self.pointer, root))
@@ -315,11 +318,12 @@ class _ShardStep:
         bt = int(table.column(BT_COLUMN)[0].as_py()) if table is not None else time.time_ns() // 1000
         batch_max = pc.max(table.column(WM_COLUMN)).as_py() if table is not None else None
         events = self._events(table) if table is not None else None
-        reports = shard_reports.read_driver_reports(root, batch_id, self.shards) if batch_id > 0 else \
+        reports = shard_reports.read_driver_reports(root, batch_id, old) if batch_id > 0 else \
             _no_later_state(root)
         seen = largest([r.get("max_event_us") for r in reports])
         cfg = self._config(root)
-        run = pipeline.open_shard(cfg, shard, batch_id, batch_id + 1, self.in_schema)
+        run = pipeline.open_shard(cfg, shard, batch_id, batch_id + 1, self.in_schema, old_shards=old,
+                                  shards=self.shards, router=spark_shard_of)
         run.report["max_event_us"] = largest([seen, batch_max])   # the next batch's watermark
         key_hash = sharding.key_hash(events, self.spec.key_columns) if events is not None \
             and self.spec.key_columns else None
@@ -336,6 +340,8 @@ class _ShardStep:
         pipeline.finish_shard(run, cfg, late_writer=self.writer)
         if batch_id % pipeline.GC_EVERY == 0 and batch_id > 0:
             pipeline.collect_shard_garbage(root, shard, batch_id)
+            if shard == 0:
+                _drop_shards_beyond(root, history, self.shards, batch_id)
             if shard == 0:
                 shard_reports.drop_batches_before(layout.reports_dir(root), batch_id - 20)
 
@@ -361,27 +367,55 @@ class _ShardStep:
                             shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows,
                             late_data_path=self.late_path)
 
-    def _check_recorded(self, root: str, query_id: str, batch_id: int) -> None:
-        """The state location records the shard count and spec its state was written with; a query
-        with others is refused, naming the option (keys would reach shards without their state, or
-        state be read under other rules). So is a late table deleted alone (``tables.late``: the
-        state of batches before ``batch_id`` wrote late rows to it)."""
+    def _check_recorded(self, root: str, query_id: str, batch_id: int) -> list:
+        """The state location records the spec its state was written with and the shard count of
+        each run (``history``: ``[batch, shards]`` from that batch on); a query with another spec
+        is refused, naming the option (state would be read under other rules), and so is another
+        shard count when the state cannot be redistributed (``rescale``); else the new count is
+        recorded from ``batch_id`` on. So is a late table deleted alone (``tables.late``: the state
+        of batches before ``batch_id`` wrote late rows to it). Returns the history."""
         checked = (root, query_id, self._record["fingerprint"], self.shards)
         if checked in _CHECKED:
-            return
+            return _CHECKED[checked]
         if self.late_path:
             check_late_table(root, self.late_path, has_batches=batch_id > 0)
             record_late_table(root, self.late_path)
         marker = layout.spec_marker(root)
         raw = storage.read_bytes(marker, missing_ok=True)
-        if raw is None:
-            storage.write_atomic(marker, json.dumps(self._record, sort_keys=True).encode())
-        else:
-            recorded = json.loads(raw)
-            if "fingerprint" not in recorded or "shards" not in recorded:
-                raise SnapshotError(f"{marker} is not window(df)'s: is stateLocation {root} another query's?")
-            refuse_changes(recorded, self._record, root)
-        _CHECKED.add(checked)
+        recorded = json.loads(raw) if raw is not None else None
+        if recorded is not None and ("fingerprint" not in recorded or "shards" not in recorded):
+            raise SnapshotError(f"{marker} is not window(df)'s: is stateLocation {root} another query's?")
+        if recorded is not None:
+            refuse_changes(recorded, self._record, root, why_not_rescalable=self._why_not_rescalable())
+        history = (recorded or {}).get("history") or ([[0, recorded["shards"]]] if recorded else [])
+        if not history or history[-1][1] != self.shards:     # a first batch, or a rescale from this batch on
+            history = history + [[batch_id, self.shards]]
+            storage.write_atomic(marker, json.dumps({**self._record, "history": history}, sort_keys=True).encode())
+        _CHECKED[checked] = history
+        return history
+
+    def _why_not_rescalable(self) -> str | None:
+        """Why this query's state cannot be redistributed to another shard count, or None."""
+        why = rescale.not_rescalable(self.spec, disjoint_upstream=False)
+        if why is None:
+            odd = [k for k in self.spec.key_columns if not spark_hash.supported(self.in_schema.field(k).type)]
+            if odd:
+                why = (f"key column(s) {', '.join(odd)} of a type whose Spark hash (how window(df) routes keys) "
+                       "is not computed here")
+        return why
+
+
+def count_at(history: list, batch_id: int) -> int:
+    """The shard count micro-batch ``batch_id`` ran with, by the record's history."""
+    counts = [n for since, n in history if since <= batch_id]
+    return counts[-1] if counts else history[0][1]
+
+
+def _drop_shards_beyond(root: str, history: list, shards: int, batch_id: int) -> None:
+    """After a rescale to fewer shards has committed, the old shards beyond the count are garbage."""
+    if batch_id > history[-1][0]:
+        for i in range(shards, max(n for _, n in history)):
+            storage.delete(layout.store_root(root, i), recursive=True)
 
 
 def _visible(table: pa.Table) -> str:

@@ -122,13 +122,14 @@ _SPEC_OPTIONS = {"window": "window", "trigger": "trigger", "accumulation_mode": 
                  "keys": "keyColumns"}
 
 
-def refuse_changes(recorded: dict, now: dict, root: str) -> None:
-    """An ``OptionError`` naming what changed since the state at ``root`` was written."""
+def refuse_changes(recorded: dict, now: dict, root: str, *, why_not_rescalable: str | None) -> None:
+    """An ``OptionError`` naming what changed since the state at ``root`` was written: the spec,
+    or ``shards`` when the state cannot be redistributed (``why_not_rescalable``)."""
     where = (f"the value this query's state was written with (under {root}, kept with the checkpoint); "
              "to change it, start with a new checkpointLocation and stateLocation")
-    if recorded["shards"] != now["shards"]:
+    if recorded["shards"] != now["shards"] and why_not_rescalable is not None:
         raise OptionError("shards", now["shards"], f"{recorded['shards']}, {where}",
-                          why="each key shard's state is kept by shard")
+                          why=f"shards can change on restart, but not here: {why_not_rescalable}")
     if recorded["fingerprint"] != now["fingerprint"]:
         before, after = recorded.get("spec", {}), now["spec"]
         changed = [k for k in _SPEC_OPTIONS if before.get(k) != after.get(k)] or ["aggregate"]

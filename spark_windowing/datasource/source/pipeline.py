@@ -84,12 +84,13 @@ class ShardRun:
 
 
 def open_shard(cfg: SourceConfig, shard: int, start: int, version: int, schema: pa.Schema, *,
-               old_shards: int | None = None, shards: int | None = None) -> ShardRun:
+               old_shards: int | None = None, shards: int | None = None, router: Any = None) -> ShardRun:
     """Shard ``shard``'s state as of snapshot ``start`` (input ``schema``), for a batch that writes
     snapshot ``version``; redistributed when the batch changes the shard count (``old_shards`` →
-    ``shards``)."""
+    ``shards``; keys routed by ``router``, by default the reader's rule)."""
     t0, t0_wall = time.perf_counter(), time.time()
-    store, how = shard_state.open_store(cfg, shard, start, schema, old_shards=old_shards, shards=shards)
+    store, how = shard_state.open_store(cfg, shard, start, schema, old_shards=old_shards, shards=shards,
+                                        router=router)
     return ShardRun(shard=shard, version=version, store=store, how=how, t0=t0, t0_wall=t0_wall)
 
 

@@ -35,7 +35,7 @@ those a changed ``shards`` is refused, naming the option.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -47,6 +47,11 @@ from spark_windowing.operator.spec import OperatorSpec
 from spark_windowing.state.state_codec import restore_scalars
 from spark_windowing.state.store import StateStore
 from spark_windowing.windows.kinds import CountWindow
+
+
+#: How a route sends keys to shards: the key columns and the shard count -> each row's shard.
+#: ``window(df)``'s is Spark's ``pmod(xxhash64(keys), shards)`` (``datasource.spark_hash``).
+Router = Callable[[list, int], np.ndarray]
 
 
 def shards_of(offset: dict, recorded: int) -> int:
@@ -77,20 +82,26 @@ def check_rescale(spec: OperatorSpec, disjoint_upstream: bool, state: str, old: 
                           why=f"shards can change on restart, but not here: {why}")
 
 
-def routed_rows(op: Any, spec: OperatorSpec, shard: int, shards: int) -> np.ndarray:
-    """Positions of the windows of ``op`` (all in memory) whose key ``shards`` shards route to ``shard``."""
+def routed_rows(op: Any, spec: OperatorSpec, shard: int, shards: int, router: Router | None = None) -> np.ndarray:
+    """Positions of the windows of ``op`` (all in memory) whose key ``shards`` shards route to
+    ``shard``: by ``router`` (the key columns, the shard count -> each row's shard), by default the
+    reader's rule (``sharding``: the stable key hash modulo the count)."""
     n = op.num_windows
     if not n:
         return np.zeros(0, dtype=np.int64)
     if not spec.key_columns or shards == 1:
         return np.arange(n, dtype=np.int64) if shard == 0 else np.zeros(0, dtype=np.int64)
     keys = op.table.key_rows(np.arange(n, dtype=np.int64))
-    h = hash_columns([get_column(keys, k) for k in spec.key_columns], n)
+    columns = [get_column(keys, k) for k in spec.key_columns]
+    if router is not None:
+        return np.flatnonzero(router(columns, shards) == shard)
+    h = hash_columns(columns, n)
     return np.flatnonzero(h % np.uint64(shards) == shard)
 
 
 def redistribute(spec: OperatorSpec, io: Any, old_roots: list[str], seq: int, shard: int, shards: int,
-                 new_root: str, input_schema: pa.Schema | None, **kw: Any) -> StateStore:
+                 new_root: str, input_schema: pa.Schema | None, router: Router | None = None,
+                 **kw: Any) -> StateStore:
     """Shard ``shard`` of ``shards`` as of offset ``seq``, built from the snapshots at ``seq`` of
     the old shards (``old_roots``, in shard order) and written (rows only, no manifest) as a
     segment of batch ``seq + 1`` under ``new_root``. Raises ``SnapshotError`` when an old
@@ -109,7 +120,7 @@ def redistribute(spec: OperatorSpec, io: Any, old_roots: list[str], seq: int, sh
             continue
         schema = schema or op.input_schema
         old.load_all()
-        rows = routed_rows(op, spec, shard, shards)
+        rows = routed_rows(op, spec, shard, shards, router)
         if len(rows):
             keys.append(op.table.key_rows(rows))
             cols.append({c: v[rows] for c, v in op.table.cols.items()})

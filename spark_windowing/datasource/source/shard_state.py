@@ -37,17 +37,19 @@ CONTINUED, CAUGHT_UP, REOPENED = "continued", "caught_up", "reopened"
 
 
 def open_store(cfg: SourceConfig, shard: int, seq: int, schema: pa.Schema, *, old_shards: int | None = None,
-               shards: int | None = None) -> tuple[StateStore, str]:
+               shards: int | None = None, router: rescale.Router | None = None) -> tuple[StateStore, str]:
     """Shard ``shard``'s state as of offset ``seq`` (input ``schema``), and how it was had (the
     module docstring's order; empty at 0). When the batch changes the shard count (``old_shards``
     at ``seq``, ``shards`` after it), redistributed from every old shard's snapshot. A missing or
-    corrupt snapshot raises SnapshotError."""
+    corrupt snapshot raises SnapshotError. ``router``: how the route sends keys to shards
+    (``rescale.routed_rows``)."""
     root = layout.store_root(cfg.state_location, shard)
     kw = dict(buckets=cfg.state_buckets, max_rows=cfg.state_memory_rows)
     io = local_copies.io_for(cfg.state_location, shard, root)
     if old_shards is not None and shards is not None and old_shards != shards and seq > 0:
         old_roots = [layout.store_root(cfg.state_location, i) for i in range(old_shards)]
-        return rescale.redistribute(cfg.spec, io, old_roots, seq, shard, shards, root, schema, **kw), REOPENED
+        return rescale.redistribute(cfg.spec, io, old_roots, seq, shard, shards, root, schema, router=router,
+                                    **kw), REOPENED
     cached = take_open(cfg.state_location, shard)
     if cached is not None and 0 < cached.op.seq <= seq and cached.spec == cfg.spec \
             and cached.n_buckets == cfg.state_buckets:
