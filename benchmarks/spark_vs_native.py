@@ -84,12 +84,21 @@ def generate(directory: str, events: int, keys: int, files: int, disorder_s: int
     open(os.path.join(directory, "_SUCCESS"), "w").close()
 
 
-def timed(query) -> float:
+class Timed(float):
+    """A run's seconds, with ``rows``: the rows its sink took over all its micro-batches (Spark's
+    progress, ``sink.numOutputRows``; None when Spark did not report them)."""
+    rows: int | None = None
+
+
+def timed(query) -> Timed:
     t0 = time.perf_counter()
     query.awaitTermination()
     if query.exception():
         raise query.exception()
-    return time.perf_counter() - t0
+    out = Timed(time.perf_counter() - t0)
+    counts = [p.get("sink", {}).get("numOutputRows") for p in query.recentProgress]
+    out.rows = None if not counts or any(c is None or c < 0 for c in counts) else sum(counts)
+    return out
 
 
 def collect_garbage(spark) -> None:

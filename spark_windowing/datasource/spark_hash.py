@@ -57,22 +57,20 @@ def _fold(column: pa.Array, h: np.ndarray) -> np.ndarray:
     t = column.type
     valid = np.ones(len(column), dtype=bool) if column.null_count == 0 else \
         column.is_valid().to_numpy(zero_copy_only=False)
-    if pa.types.is_boolean(t):
-        out = _hash_int(pc.cast(column, pa.int32()).to_numpy(zero_copy_only=False), h)
-    elif pa.types.is_date32(t) or (pa.types.is_integer(t) and t.bit_width <= 32):
-        out = _hash_int(pc.cast(column.cast(pa.int32()) if not pa.types.is_date32(t) else column.view(pa.int32()),
-                                pa.int32()).to_numpy(zero_copy_only=False), h)
+    if pa.types.is_boolean(t) or pa.types.is_date32(t) or (pa.types.is_integer(t) and t.bit_width <= 32):
+        ints = column.view(pa.int32()) if pa.types.is_date32(t) else pc.cast(column, pa.int32())
+        out = _hash_int(_numbers(ints), h)
     elif pa.types.is_integer(t):
-        out = _hash_long(column.cast(pa.int64()).to_numpy(zero_copy_only=False), h)
+        out = _hash_long(_numbers(pc.cast(column, pa.int64())), h)
     elif pa.types.is_timestamp(t):
-        out = _hash_long(column.cast(pa.timestamp("us", tz=t.tz)).view(pa.int64()).to_numpy(zero_copy_only=False), h)
+        out = _hash_long(_numbers(column.cast(pa.timestamp("us", tz=t.tz)).view(pa.int64())), h)
     elif pa.types.is_float32(t):
-        values = column.fill_null(0.0).to_numpy(zero_copy_only=False).astype(np.float32)
+        values = _numbers(column).astype(np.float32)
         values = np.where(values == 0.0, np.float32(0.0), values)            # -0.0 hashes as 0.0
         values = np.where(np.isnan(values), np.float32(np.nan), values)      # Java's one NaN
         out = _hash_int(values.view(np.int32), h)
     elif pa.types.is_floating(t):
-        values = column.cast(pa.float64()).fill_null(0.0).to_numpy(zero_copy_only=False)
+        values = _numbers(pc.cast(column, pa.float64()))
         bits = np.where(values == 0.0, 0.0, values)
         bits = np.where(np.isnan(bits), np.float64(np.nan), bits).view(np.int64)
         out = _hash_long(bits, h)
@@ -81,6 +79,11 @@ def _fold(column: pa.Array, h: np.ndarray) -> np.ndarray:
     else:
         raise TypeError(f"Spark's xxhash64 of a {t} column is not computed here")
     return np.where(valid, out, h)
+
+
+def _numbers(array: pa.Array) -> np.ndarray:
+    """A numeric array's values (its nulls as 0: ``_fold`` keeps the hash there)."""
+    return array.fill_null(0).to_numpy(zero_copy_only=False)
 
 
 def _hash_int(values: np.ndarray, seed: np.ndarray) -> np.ndarray:

@@ -126,10 +126,13 @@ _DELAY_KEY = "spark.watermarkDelayMs"
 #: The task-local properties Spark's micro-batch execution sets (``MicroBatchExecution.BATCH_ID_KEY``,
 #: ``StreamExecution.QUERY_ID_KEY``).
 _BATCH_ID, _QUERY_ID = "streaming.sql.batchId", "sql.streaming.queryId"
-#: (state location, query id, spec fingerprint, shards) this worker has checked against the
-#: location's record -> the record's shard history: per query, so a location deleted and created
-#: anew for another query is checked (and recorded) again.
-_CHECKED: dict[tuple[str, str, str, int], list] = {}
+#: The job group Spark's stream execution sets for a run's batches: the run id (``StreamExecution.runStream``).
+_RUN_ID = "spark.jobGroup.id"
+#: (state location, query id, run id, spec fingerprint, shards) this worker has checked against
+#: the location's record -> the record's shard history: per run of a query (Spark's run id, the
+#: job group of its batches), so a restart is checked again (a late table deleted meanwhile, a
+#: location created anew) though Spark reuses this worker.
+_CHECKED: dict[tuple[str, str, str | None, str, int], list] = {}
 #: (pointer, state location) this worker has written for the ticks (the pointer's name is new for
 #: every ``window`` call).
 _POINTED: set[tuple[str, str]] = set()
@@ -301,14 +304,14 @@ class _ShardStep:
         from pyspark import TaskContext
         ctx = TaskContext.get()
         return self.run(batches, shard=ctx.partitionId(), batch_id=int(ctx.getLocalProperty(_BATCH_ID)),
-                        query_id=ctx.getLocalProperty(_QUERY_ID))
+                        query_id=ctx.getLocalProperty(_QUERY_ID), run_id=ctx.getLocalProperty(_RUN_ID))
 
     def run(self, batches: Iterator[pa.RecordBatch], *, shard: int, batch_id: int,
-            query_id: str) -> Iterator[pa.RecordBatch]:
+            query_id: str, run_id: str | None = None) -> Iterator[pa.RecordBatch]:
         """Shard ``shard``'s step of Spark's micro-batch ``batch_id`` over ``batches`` (the rows
         Spark's shuffle gave its partition, with the internal columns)."""
         root = self.state or f"{self.state_base}/{query_id}"
-        history = self._check_recorded(root, query_id, batch_id)
+        history = self._check_recorded(root, query_id, run_id, batch_id)
         old = count_at(history, batch_id - 1) if batch_id > 0 else self.shards   # != shards: a rescale
         if self.pointer and (self.pointer, root) not in _POINTED:   # the ticks learn where the reports are
             point_to(self.pointer, root)
@@ -367,14 +370,14 @@ class _ShardStep:
                             shards=self.shards, state_buckets=self.buckets, state_memory_rows=self.memory_rows,
                             late_data_path=self.late_path)
 
-    def _check_recorded(self, root: str, query_id: str, batch_id: int) -> list:
+    def _check_recorded(self, root: str, query_id: str, run_id: str | None, batch_id: int) -> list:
         """The state location records the spec its state was written with and the shard count of
         each run (``history``: ``[batch, shards]`` from that batch on); a query with another spec
         is refused, naming the option (state would be read under other rules), and so is another
         shard count when the state cannot be redistributed (``rescale``); else the new count is
         recorded from ``batch_id`` on. So is a late table deleted alone (``tables.late``: the state
         of batches before ``batch_id`` wrote late rows to it). Returns the history."""
-        checked = (root, query_id, self._record["fingerprint"], self.shards)
+        checked = (root, query_id, run_id, self._record["fingerprint"], self.shards)
         if checked in _CHECKED:
             return _CHECKED[checked]
         if self.late_path:

@@ -50,7 +50,9 @@ def batch_files(checkpoint) -> list[list[str]]:
     chk, out, last = str(checkpoint), [], -1
     batches = sorted(int(n) for n in os.listdir(os.path.join(chk, "offsets")) if n.isdigit())
     for b in batches:
-        log_offset = json.loads(_log(os.path.join(chk, "offsets", str(b)))[-1])["logOffset"]
+        # the file source's offset (window(df)'s ticks, a second source, have their own line)
+        log_offset = next(json.loads(line)["logOffset"] for line in _log(os.path.join(chk, "offsets", str(b)))
+                          if line.startswith("{") and "logOffset" in line)
         out.append([os.path.basename(json.loads(line)["path"])
                     for entry in range(last + 1, log_offset + 1)
                     for line in _log(os.path.join(chk, "sources", "0", str(entry)))])
@@ -94,8 +96,10 @@ def test_kill_9_and_restart_of_window_df_gives_the_tables_of_an_uninterrupted_ru
     late = _late(tmp_path / "clean_late")
     assert late and _late(tmp_path / "crash_late") == late
     # the state of the restarted run was where the first run left it: under the job's warehouse,
-    # in the directory of the query id the checkpoint keeps (no stateLocation option)
-    assert os.listdir(tmp_path / "crash_chk_warehouse" / "window-df-state") == [_query_id(tmp_path / "crash_chk")]
+    # in the directory of the query id the checkpoint keeps (no stateLocation option); beside it
+    # ``ticks``, where each run's shards name that directory for window(df)'s ticks (source.ticks)
+    assert sorted(os.listdir(tmp_path / "crash_chk_warehouse" / "window-df-state")) == \
+        sorted([_query_id(tmp_path / "crash_chk"), "ticks"])
 
 
 def _query_id(checkpoint) -> str:
