@@ -102,14 +102,15 @@ def test_a_restart_under_another_time_zone_and_shuffle_partitions_writes_the_sam
 
 
 @pytest.mark.parametrize("route, first, restart", [
-    ("source", JAVA, KRYO), ("window_df", KRYO, JAVA), ("driver", JAVA, KRYO),
+    ("source", JAVA, KRYO), ("window_df", KRYO, JAVA),
+    pytest.param("driver", JAVA, KRYO, marks=pytest.mark.slow),
     pytest.param("source", KRYO, JAVA, marks=pytest.mark.slow),
     pytest.param("window_df", JAVA, KRYO, marks=pytest.mark.slow)])
 def test_a_restart_in_a_new_process_under_another_serializer_writes_the_same_tables(spark, tmp_path, kept, route,
                                                                                    first, restart):
     """The test session runs the Java serializer (Spark's default); the Kryo side is a process of
-    its own (a new JVM: ~30 s on 2 busy cores, so CI runs each route once, both directions among
-    them; the other directions are ``slow``)."""
+    its own (a new JVM: ~30 s on 2 busy cores, so CI runs the two routes once, both directions among
+    them; the other cases, the driver route's included, are ``slow``)."""
     assert spark.sparkContext.getConf().get("spark.serializer", JAVA) == JAVA
 
     def side(serializer: str):

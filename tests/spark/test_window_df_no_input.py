@@ -85,7 +85,7 @@ def _native(spark, path: str, kind: str, checkpoint: str) -> list[tuple]:
     return _windows(spark.table(name).collect())
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.slow) if k == "sliding" else k for k in KINDS])
 def test_window_df_native_and_format_windowed_emit_the_same_windows(spark, tmp_path, kind):
     events = str(tmp_path / "events")
     _write(events)
