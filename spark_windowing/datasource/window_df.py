@@ -213,7 +213,7 @@ def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str) -> "DataFrame":
         return staged
     cfg["pointer"] = None if cfg["state_location"] else f"{state_base}/ticks/{uuid.uuid4().hex}"
     ticks = staged.sparkSession.readStream.format("windowed").option(
-        TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"])).load()
+        TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"], partition=cfg["shards"] == 1)).load()
     return staged.unionByName(ticks, allowMissingColumns=True)
 
 

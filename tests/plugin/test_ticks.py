@@ -16,8 +16,8 @@ def _report(max_event: int | None, next_timer: int | None) -> dict:
             "next_proc_timer": MAX, "events_in": 1, "time_malformed": 0}
 
 
-def _reader(root: str | None, pointer: str | None = None) -> TicksStreamReader:
-    reader = TicksStreamReader({TICKS_OPTION.lower(): ticks_settings(root, pointer)})
+def _reader(root: str | None, pointer: str | None = None, partition: bool = False) -> TicksStreamReader:
+    reader = TicksStreamReader({TICKS_OPTION.lower(): ticks_settings(root, pointer, partition=partition)})
     first = reader.latestOffset(reader.initialOffset())
     assert first == {"ticks": 1, "wm": None}     # a start moves the ticks once
     return reader
@@ -27,8 +27,14 @@ def test_a_start_moves_the_ticks_once_then_nothing_without_reports(tmp_path):
     reader = _reader(str(tmp_path / "state"))
     start = {"ticks": 1, "wm": None}
     assert reader.latestOffset(start) == start
-    assert reader.partitions(start, start) == [] and len(reader.partitions({"ticks": 0, "wm": None}, start)) == 1
-    assert list(reader.read(reader.partitions({"ticks": 0, "wm": None}, start)[0])) == []
+    assert reader.partitions({"ticks": 0, "wm": None}, start) == []     # the shuffle runs every shard's task
+
+
+def test_with_one_shard_a_moved_offset_plans_one_empty_partition(tmp_path):
+    reader = _reader(str(tmp_path / "state"), partition=True)
+    start, moved = {"ticks": 1, "wm": None}, {"ticks": 2, "wm": 5}
+    assert reader.partitions(start, start) == [] and len(reader.partitions(start, moved)) == 1
+    assert list(reader.read(reader.partitions(start, moved)[0])) == []
 
 
 def test_a_timer_at_or_before_the_next_watermark_moves_the_ticks_once(tmp_path):
