@@ -11,9 +11,8 @@ from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
-from sink_helpers import TABLE_NAMES, pane_table, rows
+from sink_helpers import TABLE_NAMES, pane_table, rows, run_tables
 
 SEC = 1_000_000
 T0 = 1_700_000_000 * SEC
@@ -81,11 +80,7 @@ def table_uri(root: Path, table: str) -> str:
 def tables(root: Path) -> dict[str, list[tuple]]:
     """Every table's rows (a multiset), without the batch time (each run's wall clock) and, in
     ``current``, ``is_final`` (set when a window closes, by the batch the watermark passes it in)."""
-    out = {t: rows(pane_table(table_uri(root, t)).drop_columns(["batch_time"])) for t in TABLE_NAMES}
-    out["current"] = rows(pane_table(table_uri(root, "current")).drop_columns(["batch_time", "is_final"]))
-    late = DeltaTable(str(root / "late")).to_pyarrow_table().select(["k", "ts", "v", "reason"])
-    out["late"] = rows(late)
-    return out
+    return run_tables(root, current_drop=("is_final",))
 
 
 def replayed_current(root: Path) -> list[tuple]:

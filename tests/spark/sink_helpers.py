@@ -59,6 +59,16 @@ def rows(table: pa.Table) -> list[tuple]:
     return sorted(out, key=lambda r: tuple((v is None, v) for v in r))
 
 
+def run_tables(root: Path, current_drop: tuple[str, ...] = ()) -> dict[str, list[tuple]]:
+    """A run's tables under ``root`` (``panes/<table>`` and the late table ``late``) as rows,
+    without the batch time (each run's wall clock) and, in ``current``, ``current_drop``."""
+    root = Path(root)
+    out = {t: rows(pane_table(root / "panes" / t).drop_columns(
+        ["batch_time", *(current_drop if t == "current" else ())])) for t in TABLE_NAMES}
+    out["late"] = rows(DeltaTable(str(root / "late")).to_pyarrow_table().select(["k", "ts", "v", "reason"]))
+    return out
+
+
 def table_rows(path: Path) -> dict[str, list[tuple]]:
     return {t: rows(read_delta(path, t)) for t in TABLE_NAMES}
 

@@ -35,9 +35,8 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from deltalake import DeltaTable
 
-from tests.spark.sink_helpers import TABLE_NAMES, pane_table, rows
+from tests.spark.sink_helpers import run_tables
 
 pytestmark = pytest.mark.spark
 T0 = 1_700_000_000_000_000
@@ -91,10 +90,7 @@ def _finish(queries) -> None:
 
 def _tables(place) -> dict[str, list[tuple]]:
     """The pane tables and the late table, without the batch time (the wall clock of each run)."""
-    tables = {t: rows(pane_table(place / "panes" / t).drop_columns(["batch_time"])) for t in TABLE_NAMES}
-    late = DeltaTable(str(place / "late")).to_pyarrow_table().select(["k", "ts", "v", "reason"])
-    tables["late"] = rows(late)
-    return tables
+    return run_tables(place)
 
 
 def _refused(spark, place, route: str) -> str:

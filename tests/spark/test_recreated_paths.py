@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.spark.sink_helpers import TABLE_NAMES, pane_table, rows
+from tests.spark.sink_helpers import run_tables
 
 pytestmark = pytest.mark.spark
 T0 = 1_700_000_000_000_000
@@ -46,11 +46,7 @@ def _run(spark, out, execution: str) -> None:
 
 def _tables(out) -> dict[str, list[tuple]]:
     """The pane tables and the late table, without the batch time (the wall clock of each run)."""
-    from deltalake import DeltaTable
-    tables = {t: rows(pane_table(out / "panes" / t).drop_columns(["batch_time"])) for t in TABLE_NAMES}
-    late = DeltaTable(str(out / "late")).to_pyarrow_table().select(["k", "ts", "v", "reason"])
-    tables["late"] = sorted(tuple(r.values()) for r in late.to_pylist())
-    return tables
+    return run_tables(out)
 
 
 @pytest.mark.parametrize("execution", ["executors", "driver"])
