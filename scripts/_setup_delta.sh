@@ -18,4 +18,4 @@ if [ ! -f "$DELTA_STAMP" ] || [ "$ROOT/pyproject.toml" -nt "$DELTA_STAMP" ]; the
   install_editable "$DELTA_VENV" test,delta-test "pyspark==$DELTA_PYSPARK" "delta-spark==$DELTA_SPARK"
   touch "$DELTA_STAMP"
 fi
-install_pth "$DELTA_VENV"
+opt_in_pth "$DELTA_VENV"

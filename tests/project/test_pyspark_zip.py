@@ -1,5 +1,6 @@
 """``spark_windowing_pyspark_zip``: which ``sys.path`` entries are pip-installed pyspark's zip
-copies of packages installed beside them (dropped at interpreter start), and which are not."""
+copies of packages installed beside them (dropped at interpreter start once opted in), which are
+not, and the opt-in command that writes and removes the ``.pth``."""
 
 from __future__ import annotations
 
@@ -68,9 +69,8 @@ def test_no_py4j_installed_keeps_its_zip(tmp_path):
 
 def _interpreter_path(site: Path, keep: bool) -> list[str]:
     """``sys.path`` of a new interpreter whose PYTHONPATH starts with the zips, as Spark starts its
-    workers, and whose site directory ``site`` holds the .pth (``site.addsitedir`` runs it)."""
-    pth = ROOT / "spark_windowing_pyspark_zip.pth"
-    (site / pth.name).write_text(pth.read_text())
+    workers, and whose site directory ``site`` holds the opt-in's .pth (``site.addsitedir`` runs it)."""
+    assert pz.main(["install", "--site", str(site)]) == 0
     code = (f"import sys, site; sys.path.insert(0, {str(ROOT)!r}); site.addsitedir({str(site)!r}); "
             "print('\\n'.join(sys.path))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(_zips(site))}
@@ -97,3 +97,30 @@ def test_the_environment_variable_keeps_them(tmp_path):
 def test_relative_and_empty_entries_do_not_break_it(tmp_path, entry):
     site = _site(tmp_path)
     assert pz.duplicate_zips([*_zips(site), entry, str(site)]) == _zips(site)
+
+
+def test_the_opt_in_is_idempotent_and_removable(tmp_path, capsys):
+    site = tmp_path / "site"
+    site.mkdir()
+    pth = site / pz.PTH_NAME
+    assert pz.main(["status", "--site", str(site)]) == 0
+    assert capsys.readouterr().out.startswith("not installed")
+    pz.main(["install", "--site", str(site)])
+    pz.main(["install", "--site", str(site)])
+    assert pth.read_text() == pz.PTH_LINE and [p.name for p in site.iterdir()] == [pz.PTH_NAME]
+    assert capsys.readouterr().out.startswith("installed " + str(pth))
+    pz.main(["remove", "--site", str(site)])
+    assert not pth.exists() and capsys.readouterr().out.startswith("removed")
+
+
+def test_a_pth_left_behind_after_the_module_is_gone_is_inert(tmp_path):
+    """``pip uninstall`` does not know the opt-in's file: without the module, its line does nothing
+    and prints nothing (``site`` would print a traceback for an ``ImportError``)."""
+    site = _site(tmp_path)
+    pz.install(str(site))
+    code = f"import sys, site; site.addsitedir({str(site)!r}); print(chr(10).join(sys.path))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(_zips(site)), "PYTHONNOUSERSITE": "1"}
+    env.pop(pz.KEEP_VARIABLE, None)
+    out = subprocess.run([sys.executable, "-S", "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd=tmp_path)
+    assert out.stderr == "" and set(_zips(site)) <= set(out.stdout.splitlines())

@@ -69,8 +69,8 @@ def test_a_fresh_process_uses_the_format_without_registering_it(tmp_path, mode):
     lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
     assert lines["EVENTS"] == "300 300"       # every generated event counted, through read and SQL
     assert lines["IMPORTED"] == "[]"          # the driver never imported spark_windowing
-    # (the top-level spark_windowing_pyspark_zip, which its .pth imports at every interpreter
-    # start, is not the package)
+    # (the top-level spark_windowing_pyspark_zip, which the opt-in's .pth of the project's
+    # virtualenvs imports at every interpreter start, is not the package)
 
 
 def test_conf_defaults_set_after_register_apply_to_later_queries(spark, tmp_path):

@@ -2,7 +2,8 @@
 extra into a bare virtualenv outside the checkout, runs the README's own-project example (the python
 block after ``<!-- own-project-example -->``) from an empty temporary directory. A module or data
 file missing from the wheel, a wrong dependency range or an example that needs the repository
-fails here. No package index is reached: the wheel is built and installed from the wheelhouse
+fails here, and so does a wheel that changes the interpreters of the environment that never
+import it. No package index is reached: the wheel is built and installed from the wheelhouse
 that ``scripts/_setup.sh`` fills (``$SPARK_WINDOWING_CACHE/wheelhouse``).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import venv
@@ -45,10 +47,44 @@ def _wheelhouse() -> Path:
     return house
 
 
+def _sys_path(python: str, work: Path, env: dict) -> list[str]:
+    return _run([python, "-c", "import sys; print(chr(10).join(sys.path))"], cwd=work, env=env).stdout.splitlines()
+
+
+def _check_no_environment_wide_change(python: str, wheel: Path, work: Path, env: dict) -> None:
+    """The wheel installs no interpreter-start hook: an interpreter that never imports the package,
+    started as Spark starts its workers (pyspark's zips first on PYTHONPATH), has the same
+    ``sys.path`` with and without the package installed. The opt-in command then drops the zips
+    (Spark's Python processes import the installed, compiled pyspark) and ``remove`` undoes it."""
+    import zipfile
+    assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".pth")]
+    installed = _run([python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                     cwd=work, env=env).stdout.strip()
+    zips = os.pathsep.join(str(z) for z in sorted((Path(installed) / "python" / "lib").glob("*.zip")))
+    assert "pyspark.zip" in zips
+    as_spark = {**env, "PYTHONPATH": zips}
+    with_package = _sys_path(python, work, as_spark)
+    assert set(zips.split(os.pathsep)) <= set(with_package)
+    opt_in = [python, "-m", "spark_windowing_pyspark_zip"]
+    _run([*opt_in, "install"], cwd=work, env=env)
+    worker = _run([python, "-c", "import pyspark, py4j; print(pyspark.__file__, py4j.__file__)"],
+                  cwd=work, env=as_spark).stdout
+    assert ".zip" not in worker and worker.startswith(installed), worker
+    _run([*opt_in, "remove"], cwd=work, env=env)
+    assert _sys_path(python, work, as_spark) == with_package
+    _run([python, "-m", "pip", "uninstall", "--quiet", "--yes", "spark-windowing"], cwd=work, env=env)
+    assert _sys_path(python, work, as_spark) == with_package
+
+
 def test_the_wheel_runs_the_readme_example_in_a_bare_virtualenv(tmp_path):
     offline = ["--no-index", "--find-links", str(_wheelhouse())]
     dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *offline, "-w", str(dist), str(ROOT)], timeout=300)
+    # From a copy without the checkout's build/ (setuptools builds in place and would reuse a stale
+    # build/lib: a file removed from the project would still be in the wheel).
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        "build", ".venv*", ".git", "*.egg-info", "__pycache__", "spark-warehouse", "site", "tests", "benchmarks", ".hypothesis", ".pytest_cache"))
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *offline, "-w", str(dist), str(source)], timeout=300)
     wheel, = dist.glob("spark_windowing-*.whl")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
@@ -64,15 +100,7 @@ def test_the_wheel_runs_the_readme_example_in_a_bare_virtualenv(tmp_path):
     imported = _run([python, "-c", "import spark_windowing, pyspark_windowed; print(spark_windowing.__file__)"],
                     cwd=work, env=env).stdout
     assert str(env_dir) in imported and str(ROOT) not in imported   # the wheel's copy, not the checkout's
-    # The wheel's .pth (spark_windowing_pyspark_zip): a process started as Spark starts its Python
-    # workers, pyspark's zip first on PYTHONPATH, imports the installed pyspark.
-    installed = _run([python, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
-                     cwd=work, env=env).stdout.strip()
-    zips = os.pathsep.join(str(z) for z in sorted((Path(installed) / "python" / "lib").glob("*.zip")))
-    assert "pyspark.zip" in zips
-    worker = _run([python, "-c", "import pyspark, py4j; print(pyspark.__file__, py4j.__file__)"],
-                  cwd=work, env={**env, "PYTHONPATH": zips}).stdout
-    assert ".zip" not in worker and worker.startswith(installed), worker
+    _check_no_environment_wide_change(python, wheel, work, env)
     assert "micro-batches: 4" in done.stdout                            # what the example prints
     assert "too_late" in done.stdout and "malformed" in done.stdout    # its late table, by reason
     assert "Warning" not in done.stderr, done.stderr[-2000:]          # quiet: no dependency warnings

@@ -1,6 +1,7 @@
 """Spark's Python processes import the installed pyspark, not the zip copy Spark puts first on
-their ``PYTHONPATH`` (``spark_windowing_pyspark_zip``: a zip holds no bytecode, so every process
-would compile pyspark from source). A streaming source reports, from the stream reader's planning
+their ``PYTHONPATH``, once the environment opted in as the project's set-up does
+(``python -m spark_windowing_pyspark_zip install``: a zip holds no bytecode, so every process would
+compile pyspark from source). A streaming source reports, from the stream reader's planning
 process (``partitions``) and from a task's worker (``read``), the file pyspark was imported from
 and the ``PYTHONPATH`` Spark gave the process."""
 
