@@ -74,13 +74,18 @@ class WindowedDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> Any:
         """``execution=executors``: ``source.reader``; ``execution=driver``: ``source.driver``;
+        ``execution=auto`` (default): ``driver.AutoStreamReader``;
         ``window(df)``'s ticks: ``source.ticks``."""
         if self._is_ticks():
             from spark_windowing.datasource.source.ticks import TicksStreamReader
             return TicksStreamReader(self.options)
-        if (self.options.get("execution") or "").strip().lower() == "driver":
+        execution = (self.options.get("execution") or "auto").strip().lower()
+        if execution == "driver":
             from spark_windowing.datasource.source.driver import DriverStreamReader
             return DriverStreamReader(self.options, schema)
+        if execution == "auto":
+            from spark_windowing.datasource.source.driver import AutoStreamReader
+            return AutoStreamReader(self.options, schema)
         from spark_windowing.datasource.source.reader import WindowedStreamReader
         return WindowedStreamReader(self.options, schema)
 

@@ -137,7 +137,7 @@ def read_batch_report(state: str, seq: int) -> BatchReport | None:
 
 
 def format_progress(report: BatchReport | None, *, batch_id: int, query_name: str | None,
-                    duration_ms: float | None, missing: str | None = None) -> str:
+                    duration_ms: float | None, missing: str | None = None, route: str | None = None) -> str:
     """One compact line for a micro-batch (``duration_ms``: the whole trigger, from Spark).
 
     >>> r = BatchReport(seq=12, shards=2, events_in=10_000, panes_trigger=790, panes_retraction=22,
@@ -146,11 +146,14 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
     >>> format_progress(r, batch_id=12, query_name="clicks", duration_ms=640)
     '[clicks] batch 12 | events 10,000 | panes 812 (trigger 790, retraction 22) | late 3 (malformed 1) | watermark 2026-11-21T12:00:05Z | state 1,204 windows / 2.1 MB | 640 ms'
 
-    ``report=None`` gives a line saying the report is missing (``missing``: where it was looked
+    ``route``: where ``execution=auto`` stepped the batch (``driver`` or ``executors``), shown
+    after the batch. ``report=None`` gives a line saying the report is missing (``missing``: where it was looked
     for). ``late`` is ``late_dropped``; ``malformed`` and ``future`` are shown when non-zero, and so are the Kafka
     offsets skipped because retention deleted them first (``failOnDataLoss=false``).
     """
     head = f"[{query_name}] batch {batch_id}" if query_name else f"batch {batch_id}"
+    if route:
+        head += f" on {route}"
     tail = [] if duration_ms is None else [f"{round(duration_ms):,} ms"]
     if report is None:
         where = f" at {missing}" if missing else ""
@@ -322,7 +325,7 @@ def _source_line(offset: dict, *, batch_id: int, query_name: str, duration_ms: f
         return (f"[{query_name}] batch {batch_id} | windowed report unreadable at {where}: "
                 f"{type(e).__name__}: {e}")
     return format_progress(report, batch_id=batch_id, query_name=query_name,
-                           duration_ms=duration_ms, missing=where)
+                           duration_ms=duration_ms, missing=where, route=offset.get("route"))
 
 
 def _windowed_offset(raw: Any) -> dict | None:

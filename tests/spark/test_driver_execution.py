@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from tests.spark._helpers import run_to_sink
+from tests.spark._helpers import offsets, run_to_sink
 from tests.spark.sink_helpers import TABLE_NAMES, pane_table, rows
 from tests.spark.test_source import SEC, T0, _ts
 from tests.spark.test_source_replay import _write_events
@@ -19,16 +19,16 @@ from tests.spark.test_source_replay import _write_events
 pytestmark = pytest.mark.spark
 
 
-def _run(spark, tmp_path, execution: str) -> dict[str, list[tuple]]:
-    root = tmp_path / execution
-    run_to_sink(spark, {"source": "delta", "path": str(tmp_path / "events"), "timestampColumn": "ts", "keyColumns": "k",
+def _run(spark, tmp_path, execution: str, **options: str) -> dict[str, list[tuple]]:
+    root = tmp_path / "-".join([execution, *options.values()])
+    chk = run_to_sink(spark, {"source": "delta", "path": str(tmp_path / "events"), "timestampColumn": "ts", "keyColumns": "k",
                         "window": "tumbling(4 seconds)",
                         "trigger": "AfterWatermark(early=AfterCount(2), late=AfterCount(1))",
                         "accumulationMode": "accumulating_and_retracting",
                         "aggregate": "sum(v) AS total, count(*) AS n", "watermark": "bounded(2 seconds)",
                         "allowedLateness": "3 seconds", "maxFilesPerTrigger": "1", "shards": "2",
                         "execution": execution, "stateLocation": str(root / "state"),
-                        "lateDataPath": str(root / "late")}, root)
+                        "lateDataPath": str(root / "late"), **options}, root)
     out = {}
     for name in TABLE_NAMES:
         table = pane_table(root / "panes" / name)
@@ -36,7 +36,12 @@ def _run(spark, tmp_path, execution: str) -> dict[str, list[tuple]]:
     late = DeltaTable(str(root / "late")).to_pyarrow_table()
     out["late"] = rows(late.select([c for c in late.column_names if c in ("k", "ts", "v", "reason")]))
     out["final"] = [pc.sum(pane_table(root / "panes" / "current")["is_final"].cast(pa.int64())).as_py()]
+    out["routes"] = [end.get("route") for _, end in offsets(chk)]
     return out
+
+
+def _same_tables(a: dict, b: dict) -> bool:
+    return {k: v for k, v in a.items() if k != "routes"} == {k: v for k, v in b.items() if k != "routes"}
 
 
 def test_driver_execution_gives_the_tables_of_executors(spark, tmp_path):
@@ -51,4 +56,23 @@ def test_driver_execution_gives_the_tables_of_executors(spark, tmp_path):
     # the watermark passed some windows' end + allowedLateness: the sink marked them final in
     # current, which it can only do knowing the spec (in driver mode: through the checkpoint)
     assert 0 < executors["final"][0] < len(executors["current"])
-    assert driver == executors
+    assert _same_tables(driver, executors)
+    assert set(executors["routes"]) == {None} and set(driver["routes"]) == {None}
+
+
+def test_auto_switches_route_between_batches_and_gives_the_tables_of_either(spark, tmp_path):
+    """``execution=auto`` (``source.auto``) with a crossover of 10 events over batches of 30 and
+    3 events: the first batch on the driver, then executors after a batch of more than 10 events,
+    back to the driver after one of fewer than 5; the tables equal those of the executors route
+    (and so the driver route's, by the test above). In this
+    test session (local mode, Java serialization) ``auto`` without the option stays on the
+    executors."""
+    events = str(tmp_path / "events")
+    _write_events(events, versions=12, seed=5, sizes=[30, 30, 3, 3, 30, 3])
+    executors = _run(spark, tmp_path, "executors")
+    switching = _run(spark, tmp_path, "auto", autoExecutorsAbove="10")
+    assert len(executors["triggers"]) > 20 and executors["retractions"]
+    assert _same_tables(switching, executors)
+    routes = switching["routes"]
+    assert routes[:7] == ["driver", "executors", "executors", "driver", "driver", "executors", "driver"], routes
+    assert set(_run(spark, tmp_path, "auto")["routes"]) == {"executors"}

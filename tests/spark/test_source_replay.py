@@ -20,11 +20,12 @@ pytestmark = pytest.mark.spark
 JOB = os.path.join(os.path.dirname(__file__), "_replay_job.py")
 
 
-def _write_events(path: str, versions: int, seed: int = 11) -> None:
+def _write_events(path: str, versions: int, seed: int = 11, sizes: list[int] | None = None) -> None:
+    """``versions`` Delta versions of 20 events each (``sizes``: of these many, cycled)."""
     rnd = random.Random(seed)
     schema = pa.schema([("k", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("v", pa.int64())])
     for b in range(versions):
-        n = 20
+        n = 20 if sizes is None else sizes[b % len(sizes)]
         table = pa.table({"k": [f"k{rnd.randrange(5)}" for _ in range(n)],
                           "ts": [_ts(T0 + b * 2 * SEC + rnd.randrange(-3 * SEC, 3 * SEC)) for _ in range(n)],
                           "v": [rnd.randrange(100) for _ in range(n)]}, schema=schema)

@@ -23,10 +23,12 @@ MALFORMED_EVENTS = ("fail-if-all", "late", "fail")
 #: the next run goes on from there; ``fire``: the input is bounded and ends here (a last batch with
 #: the watermark at the end of time fires and closes every window).
 END_OF_INPUT = ("continue", "fire")
-#: ``execution``: where the windowed operator runs: one Spark task per key shard on the executors
-#: (``executors``, default), or the driver's planning process, the source's task running no Python
+#: ``execution``: where the windowed operator runs: chosen per micro-batch (``auto``, default:
+#: ``spark_windowing.datasource.source.auto``), one Spark task per key shard on the executors
+#: (``executors``), or the driver's planning process, the source's task running no Python
 #: (``driver``: ``spark_windowing.datasource.source.driver``).
-EXECUTION = ("executors", "driver")
+EXECUTION = ("auto", "executors", "driver")
+
 #: ``newCheckpoint``: a query started from a new checkpoint (a deleted one, a pipeline's full
 #: refresh) over a state location holding another run's state: ``refuse`` (default) or ``reset``
 #: (remove that state and start over) (``spark_windowing.datasource.source.runs``).
@@ -63,5 +65,6 @@ class SourceConfig:
     stream2: "SourceConfig | None" = None    # join: the second upstream (its own source/path/limits)
     malformed_events: str = "fail-if-all"    # events without a readable event time (MALFORMED_EVENTS)
     end_of_input: str = "continue"           # availableNow: "fire" closes every window at the input's end
-    execution: str = "executors"             # where the operator steps (EXECUTION)
+    execution: str = "auto"                  # where the operator steps (EXECUTION)
+    auto_executors_above: int | None = None  # execution=auto's crossover, events per batch (None: source.auto's)
     new_checkpoint: str = "refuse"           # a new checkpoint over another run's state (NEW_CHECKPOINT)

@@ -205,15 +205,20 @@ OPTIONS: tuple[Option, ...] = (
            "change redistributes the state by key, exactly once ([Rescaling](cluster.md#rescaling-shards)); "
            "not for count windows, Storm's count/time mixes or Kafka with `keyColumns=key`", "`2`"),
     Option("execution", "reader", "State and late data",
-           "`executors` or `driver`: where the windowed operator runs. `executors`: each micro-batch runs "
+           "`auto`, `executors` or `driver`: where the windowed operator runs. `executors`: each micro-batch runs "
            "`shards` Spark tasks, each stepping one key shard in a Python worker on an executor (high rates, "
            "clusters). `driver`: the driver's long-lived Python process that plans the reader's batches steps "
            "every shard itself, one after another, and Spark takes the panes as one in-memory partition, so the "
-           "source's task runs no Python: a micro-batch's floor 0.171 → 0.106 s on a 2-core machine (the demo "
-           "0.30 → 0.26 s), for low latency and modest rates (one core steps; the panes pass through the driver). "
-           "State, snapshots, replays and exactly-once are the same; the windowed sink finds the spec through "
+           "source's task runs no Python (low latency, modest rates; the panes pass through the driver). "
+           "`auto`: per micro-batch, `executors` when Spark is not in local mode, else `driver` until a batch "
+           "reads more than `autoExecutorsAbove` events, back once one reads fewer than half; the progress line "
+           "says which. State, snapshots, replays and exactly-once are the same on every route, so the route may "
+           "change between batches; with `driver` or `auto` the windowed sink finds the spec through "
            "`writeStream`'s `checkpointLocation` option ([Where the operator runs]"
-           "(performance.md#where-the-operator-runs-execution))", "`executors`"),
+           "(performance.md#where-the-operator-runs-execution))", "`auto`"),
+    Option("autoExecutorsAbove", "reader", "State and late data",
+           "`execution=auto` in local mode: events per micro-batch above which the next batch steps on the "
+           "executors (below half of it: back on the driver)", "`200000`"),
     Option("stateMemoryRows", "reader", "State and late data",
            "windows per shard kept in memory (more spill to `stateLocation`, by key bucket; a batch whose "
            "buckets need more is run a memory-full of buckets at a time)", "`2000000`"),

@@ -41,7 +41,8 @@ from pyspark.sql.datasource_internal import SimpleInputPartition, _SimpleStreamR
 from pyspark.sql.streaming.datasource import ReadLimit
 from pyspark.sql.types import StructType
 
-from spark_windowing.datasource.source.reader import UpstreamShard, WindowedStreamReader
+from spark_windowing.datasource.source import auto
+from spark_windowing.datasource.source.reader import ShardPartition, UpstreamShard, WindowedStreamReader
 
 
 @dataclass
@@ -57,6 +58,11 @@ class _Stepped:
     def result(self) -> tuple[list[UpstreamShard], list[pa.RecordBatch]]:
         """The step's runs and panes, once it has finished (its error raised here)."""
         return self.step.result()
+
+
+def _key(offset: dict) -> str:
+    """An offset as JSON (Spark's own way to compare them), without the route ``auto`` adds."""
+    return json.dumps({k: v for k, v in offset.items() if k != "route"})
 
 
 def _stepper() -> ThreadPoolExecutor:
@@ -92,17 +98,27 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         """The next offset; when it is new, the batch is stepped here, on the driver."""
-        if self._batch is not None and self._batch.end == json.dumps(start) and not self._batch.written:
-            self._write(self._batch)   # Spark went on from a batch without planning it: it was logged
+        self._settle(start)
         end = self.inner.latestOffset(start, limit)
         if end == start:
             return start
-        # a batch stepped for an offset Spark did not log is dropped with its in-memory state
-        # (its stores were taken from the process's held ones): the next step reopens the snapshot
+        self._submit(start, end)
+        return end
+
+    def _settle(self, start: dict) -> None:
+        """The batch stepped last, when Spark went on from it without planning it: it was logged."""
+        if self._batch is not None and self._batch.end == _key(start) and not self._batch.written:
+            self._write(self._batch)
+
+    def _submit(self, start: dict | None, end: dict | None) -> None:
+        """The batch ``start`` → ``end`` stepped in the step thread (None: none), once the one
+        before has finished. A batch stepped for an offset Spark did not log is dropped with its
+        in-memory state (its stores were taken from the process's held ones): the next step
+        reopens the snapshot."""
         if self._batch is not None:
             wait([self._batch.step])
-        self._batch = _Stepped(json.dumps(start), json.dumps(end), self._stepper.submit(self._step, start, end))
-        return end
+        self._batch = None if start is None or end is None else \
+            _Stepped(_key(start), _key(end), self._stepper.submit(self._step, start, end))
 
     def _step(self, start: dict, end: dict) -> tuple[list[UpstreamShard], list[pa.RecordBatch]]:
         runs, panes = [], []
@@ -121,7 +137,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
     def partitions(self, start: dict, end: dict) -> list[SimpleInputPartition]:
         """Spark has logged ``end``: the stepped batch's writes happen now."""
         batch = self._batch
-        if batch is not None and (batch.start, batch.end) == (json.dumps(start), json.dumps(end)) \
+        if batch is not None and (batch.start, batch.end) == (_key(start), _key(end)) \
                 and not batch.written:
             self._write(batch)
         return [SimpleInputPartition(start, end)]
@@ -130,7 +146,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
         """The batch's panes when this process stepped and wrote it; None makes Spark's task call
         ``read`` (a replay after a restart)."""
         batch = self._batch
-        if batch is not None and batch.written and (batch.start, batch.end) == (json.dumps(start), json.dumps(end)):
+        if batch is not None and batch.written and (batch.start, batch.end) == (_key(start), _key(end)):
             return iter(batch.result()[1])
         return None
 
@@ -143,7 +159,7 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
             self.inner.finish_shard(run)
 
     def commit(self, end: dict) -> None:
-        if self._batch is not None and self._batch.end == json.dumps(end):
+        if self._batch is not None and self._batch.end == _key(end):
             self._batch = None
         self.inner.commit(end)
 
@@ -152,3 +168,60 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
             wait([self._batch.step])
         self._stepper.shutdown()
         self.inner.stop()
+
+
+_WARNED: list[bool] = []
+
+
+def _warn_java_serialization() -> None:
+    """Once per process: local mode with Java serialization keeps ``auto`` on the executors."""
+    if _WARNED:
+        return
+    _WARNED.append(True)
+    import logging
+    logging.getLogger("spark_windowing").warning(
+        "execution=auto: Spark runs in local mode with Java serialization, so the shards step on the "
+        "executors. Set spark.serializer=org.apache.spark.serializer.KryoSerializer (when the session starts) "
+        "and micro-batches of up to %d events step in the driver's planning process instead, faster "
+        "(docs/performance.md, execution=auto).", auto.KRYO_CROSSOVER)
+
+
+class AutoStreamReader(DriverStreamReader):
+    """The stream reader of ``execution=auto`` (``source.auto``): each micro-batch on the route
+    ``auto.next_route`` picks, written into its offset (``"route"``). A driver batch is stepped
+    here as ``DriverStreamReader``'s; an executors batch is planned as ``WindowedStreamReader``'s
+    (one partition per shard, ``getCache`` None so Spark's tasks call ``read``). A logged batch
+    replayed after a restart takes the route its offset names; either gives the same panes."""
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        super().__init__(options, schema)
+        argv = auto.driver_jvm_args()
+        self._above = auto.crossover(argv, self.inner.cfg.auto_executors_above)  # as the schema's
+        # (``reader.stream_schema``: the panes carry no spec when a batch may step on the driver)
+        if self._above is None and auto.is_local(argv):
+            _warn_java_serialization()
+        self._route: str | None = None   # the route of the last batch this reader planned
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The next offset, its route decided from the batch ``start`` ends (its events, read in
+        the shards' reports by ``inner.latestOffset``); a driver batch is stepped here."""
+        self._settle(start)
+        end = self.inner.latestOffset(start, limit)
+        if end == start:
+            return start
+        self._route = auto.next_route(self._route, self.inner.last_events, above=self._above)
+        if self._route == "driver":
+            self._submit(start, end)
+        else:
+            self._submit(None, None)
+        return {**end, "route": self._route}
+
+    def partitions(self, start: dict, end: dict) -> list:  # type: ignore[override]
+        if end.get("route") == "executors":
+            return self.inner.partitions(start, end)
+        return super().partitions(start, end)
+
+    def read(self, partition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        if isinstance(partition, ShardPartition):
+            return self.inner.read(partition)
+        return super().read(partition)

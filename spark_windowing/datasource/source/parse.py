@@ -38,7 +38,7 @@ KNOWN_OPTIONS = {
     "timestampcombiner", "accumulationmode", "watermark", "watermarkidletimeout", "allowedlateness",
     "fireonlyupdatedpanes", "aggregate", "process", "evictor", "latedatapath", "statelocation", "shards",
     "maxeventsperbatch", "maxfilespertrigger", "startingversion", "schema", "queryname",
-    "statebuckets", "statememoryrows", "claimwait", "skipchangecommits", "ignoredeletes", "malformedevents",
+    "statebuckets", "statememoryrows", "claimwait", "autoexecutorsabove", "skipchangecommits", "ignoredeletes", "malformedevents",
     "maxeventtimeahead", "endofinput", "execution", "countorder", "newcheckpoint",
     # upkeep of the late-data table (spark_windowing.datasource.tables.maintenance)
     "compactevery", "vacuumevery", "vacuumretention", "checkpointevery",
@@ -154,6 +154,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         malformed_events=_choice(options, "malformedEvents", MALFORMED_EVENTS),
         end_of_input=_choice(options, "endOfInput", END_OF_INPUT),
         execution=_choice(options, "execution", EXECUTION),
+        auto_executors_above=int_option(options, "autoExecutorsAbove", minimum=0),
         new_checkpoint=_choice(options, "newCheckpoint", NEW_CHECKPOINT),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg

@@ -96,10 +96,19 @@ def stream_schema(options: dict[str, str]) -> StructType:
         raise OptionError("watermark", f"column({cfg.watermark.column})", f"column(<a column of {schema.names}>)",
                           why="no such upstream column")
     panes = checked_pane_schema(cfg, schema, arrow_to_spark_schema(op.pane_schema()))
-    if cfg.execution == "driver":  # Spark compares the panes it is handed with this schema, metadata included,
+    if _may_run_on_driver(cfg):  # Spark compares the panes it is handed with this schema, metadata included,
         # and Arrow carries no column metadata: the sink finds the spec through the query's checkpoint
         panes = StructType([StructField(f.name, f.dataType, f.nullable) for f in panes.fields])
     return panes
+
+
+def _may_run_on_driver(cfg: SourceConfig) -> bool:
+    """Whether a batch of this query may step on the driver: ``execution=driver``, or ``auto``
+    where ``source.auto`` gives it a crossover (local mode with Kryo or ``autoExecutorsAbove``)."""
+    if cfg.execution == "auto":
+        from spark_windowing.datasource.source import auto
+        return auto.crossover(auto.driver_jvm_args(), cfg.auto_executors_above) is not None
+    return cfg.execution == "driver"
 
 
 class ShardPartition(InputPartition):
@@ -126,6 +135,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._checked = False      # the state location's spec.json agrees with the options
         self._run_checked = False  # the state location holds the state of the offsets' run (``runs``)
         self._recorded_shards = self.cfg.shards  # spec.json's count: that of offsets without "shards"
+        self.last_events: int | None = None  # events the shards read in the last batch (execution=auto)
 
     # ------------------------------------------------------------------ offsets (driver)
     def initialOffset(self) -> dict:
@@ -166,6 +176,8 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._check_state_location()   # a restart from a checkpoint does not call initialOffset
         now = time.time_ns() // 1000
         reports = self._reports(start["seq"], self._shards(start)) if start["seq"] > 0 else []
+        if reports:
+            self.last_events = sum(int(r.get("events_in") or 0) for r in reports)
         max_event = largest([start.get("max_event")] + [r.get("max_event_us") for r in reports])
         max_col = largest([start.get("max_col")] + [r.get("max_col_us") for r in reports])
         max_files = limit.max_files if isinstance(limit, ReadMaxFiles) else None

@@ -1,0 +1,124 @@
+"""``execution=auto`` (the default): the route of each micro-batch, chosen by the stream reader.
+
+Both routes step the same shards from the same snapshots and write the same snapshots, reports
+and late rows (``pipeline``), so a batch gives the same panes on either and the route may change
+from one micro-batch to the next (``tests/spark/test_execution_auto.py`` checks it):
+
+* ``driver`` (``source.driver``): the reader's long-lived planning process steps every shard and
+  Spark takes the panes from it; no Python worker, no task per shard. It wins while one core can
+  step the batch: a micro-batch's floor is lower and no shard's state moves between workers.
+* ``executors`` (``source.reader``): one Spark task per shard, in parallel on the executors.
+
+The rule (:func:`next_route`, :func:`crossover`):
+
+1. Spark not in local mode: ``executors``, every batch. A cluster's executors add cores the
+   driver's one planning process does not have, and the panes do not cross the driver. The master
+   is read off the command line of the driver JVM that started the planning process
+   (:func:`driver_jvm_args`); a driver JVM not started by ``SparkSubmit`` (a cluster manager's) is
+   not local mode.
+2. Local mode (``local…``, or ``SparkSubmit`` without a master, which pyspark's own default,
+   ``local[*]``, gives) with Kryo (``spark.serializer``): ``driver`` for the first batch of a
+   reader (a query's start) and while the previous batch read at most ``above`` events
+   (``autoExecutorsAbove``, default :data:`KRYO_CROSSOVER`); ``executors`` once a batch read more,
+   and back to ``driver`` once one read fewer than half of it (hysteresis: a rate near the
+   crossover does not flip the route every batch).
+3. Local mode with Java serialization (Spark's default) and no ``autoExecutorsAbove``:
+   ``executors``. Spark hands the driver route's panes to its tasks through the block manager,
+   which serializes them row by row with ``spark.serializer`` (``PythonMicroBatchStream``'s
+   prefetched block); with Java serialization that costs more than the route saves
+   (docs/performance.md, "execution=auto"). The reader says so once, naming the conf to set.
+
+The route of each batch is in its offset (``"route"``) and on the progress line.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: Local mode with Kryo: events per micro-batch above which the next batch steps on the executors.
+KRYO_CROSSOVER = 200_000
+
+def crossover(argv: list[str] | None, option: int | None) -> int | None:
+    """The events per batch above which local mode goes to the executors: the option when set,
+    else :data:`KRYO_CROSSOVER` with Kryo, else None (executors only); None when not local."""
+    if not is_local(argv):
+        return None
+    if option is not None:
+        return option
+    return KRYO_CROSSOVER if uses_kryo(argv) else None
+
+
+def next_route(previous: str | None, last_events: int | None, *, above: int | None) -> str:
+    """The route of the next micro-batch (the module's rule), from the previous batch's route
+    and events (``None``: this reader ran no batch yet).
+
+    >>> next_route(None, None, above=200_000), next_route(None, None, above=None)
+    ('driver', 'executors')
+    >>> next_route("driver", 300_000, above=200_000)
+    'executors'
+    >>> next_route("executors", 150_000, above=200_000)
+    'executors'
+    >>> next_route("executors", 90_000, above=200_000)
+    'driver'
+    """
+    if above is None:
+        return "executors"
+    if previous is None or last_events is None:
+        return "driver"
+    if previous == "driver":
+        return "executors" if last_events > above else "driver"
+    return "driver" if last_events < above / 2 else "executors"
+
+
+def conf_of(argv: list[str], key: str) -> str | None:
+    """Spark conf ``key`` as a JVM command line gives it (``--conf key=X``, ``-Dkey=X``; for
+    ``spark.master`` also ``--master X``), else None.
+
+    >>> conf_of(["java", "org.apache.spark.deploy.SparkSubmit", "--master", "spark://h:7077", "x.py"], "spark.master")
+    'spark://h:7077'
+    >>> conf_of(["java", "SparkSubmit", "--conf", "spark.master=local[2]", "pyspark-shell"], "spark.master")
+    'local[2]'
+    >>> conf_of(["java", "SparkSubmit", "pyspark-shell"], "spark.serializer") is None
+    True
+    """
+    for i, arg in enumerate(argv):
+        if key == "spark.master" and arg == "--master" and i + 1 < len(argv):
+            return argv[i + 1]
+        for prefix in (f"{key}=", f"-D{key}="):
+            if arg.startswith(prefix):
+                return arg[len(prefix):]
+    return None
+
+
+def driver_jvm_args(pid: int | None = None) -> list[str] | None:
+    """The command line of the JVM that started this process (the nearest ancestor whose command
+    line names Spark's ``SparkSubmit``: pyspark starts its JVM so, and so does ``spark-submit``),
+    or None when there is no such ancestor (no ``/proc``, a driver JVM a cluster manager started)."""
+    pid = os.getppid() if pid is None else pid
+    for _ in range(4):   # planner <- JVM; worker <- daemon <- JVM
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                parent = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+        if any(a.endswith("SparkSubmit") for a in argv):
+            return argv
+        pid = parent
+    return None
+
+
+def is_local(argv: list[str] | None) -> bool:
+    """Whether the driver JVM of ``argv`` (:func:`driver_jvm_args`) runs the executors itself:
+    ``spark.master`` ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``, or none given (pyspark's
+    own default, ``local[*]``; a master in a properties file is not seen). None: not local."""
+    if argv is None:
+        return False
+    master = conf_of(argv, "spark.master")
+    return master is None or master.startswith("local")
+
+
+def uses_kryo(argv: list[str] | None) -> bool:
+    """Whether the driver JVM of ``argv`` serializes with Kryo (``spark.serializer``)."""
+    return argv is not None and "Kryo" in (conf_of(argv, "spark.serializer") or "")
