@@ -147,13 +147,11 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
     '[clicks] batch 12 | events 10,000 | panes 812 (trigger 790, retraction 22) | late 3 (malformed 1) | watermark 2026-11-21T12:00:05Z | state 1,204 windows / 2.1 MB | 640 ms'
 
     ``route``: where ``execution=auto`` stepped the batch (``driver`` or ``executors``), shown
-    after the batch. ``report=None`` gives a line saying the report is missing (``missing``: where it was looked
+    before the duration (``on driver``). ``report=None`` gives a line saying the report is missing (``missing``: where it was looked
     for). ``late`` is ``late_dropped``; ``malformed`` and ``future`` are shown when non-zero, and so are the Kafka
     offsets skipped because retention deleted them first (``failOnDataLoss=false``).
     """
     head = f"[{query_name}] batch {batch_id}" if query_name else f"batch {batch_id}"
-    if route:
-        head += f" on {route}"
     tail = [] if duration_ms is None else [f"{round(duration_ms):,} ms"]
     if report is None:
         where = f" at {missing}" if missing else ""
@@ -174,6 +172,7 @@ def format_progress(report: BatchReport | None, *, batch_id: int, query_name: st
         *([f"shard read {report.read_ms:,.0f} / step {report.step_ms:,.0f} / snapshot {report.snapshot_ms:,.0f} ms"
            + _reloads(report)]
           if report.read_ms or report.step_ms or report.snapshot_ms else []),
+        *([f"on {route}"] if route else []),
         *tail,
     ])
 
