@@ -278,3 +278,11 @@ def test_progress_lines_say_what_the_batch_wrote_to_the_pane_tables(state, ev, t
                              " | upkeep triggers: compacted 50 -> 1 files, vacuumed 49"]
     assert missing == [EXAMPLE + " | sink metrics missing"]
     assert progress_lines(progress_event(12, [windowed]).progress, {"other": panes}) == [EXAMPLE]
+
+
+def test_the_line_names_the_route_execution_auto_chose(state, ev):
+    """``execution=auto`` writes each batch's route into its offset; the line shows it before the
+    duration, and a line of an offset without one (``executors``, ``driver``) has none."""
+    routed = ("windowed", (windowed_offset(state, 11), {**windowed_offset(state, 12), "route": "driver"}))
+    line, = progress_lines(progress_event(12, [routed]).progress)
+    assert line == EXAMPLE.replace("| 640 ms", "| on driver | 640 ms")
