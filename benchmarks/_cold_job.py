@@ -1,4 +1,5 @@
-"""The job ``cold_start.py`` submits: ``_cold_job.py ENGINE KIND EVENTS_DIR WORK``; prints one JSON
+"""The job ``cold_start.py`` submits: ``_cold_job.py ENGINE KIND EVENTS_DIR WORK [OPTIONS_JSON]``
+(``OPTIONS_JSON``: more options of ours, e.g. ``{"execution": "executors"}``); prints one JSON
 line (epoch times: the job's start, its first committed panes; seconds: the session's start and
 the query). Runs under ``spark-submit``, which gives the master and the conf."""
 
@@ -18,13 +19,16 @@ WINDOWS = {   # ours, native; 10 seconds of disorder allowed (spark_vs_native's 
 }
 
 
-def query(spark, engine: str, kind: str, events: str, work: str):
+def query(spark, engine: str, kind: str, events: str, work: str, extra: dict):
     ours, native = WINDOWS[kind]
     if engine == "ours":
-        panes = (spark.readStream.format("windowed").option("source", "parquet").option("path", events)
-                 .option("timestampColumn", "ts").option("keyColumns", "k").option("window", ours)
-                 .option("aggregate", "sum(v) AS total, count(*) AS n").option("watermark", "bounded(10 seconds)")
-                 .option("maxFilesPerTrigger", "4").option("stateLocation", os.path.join(work, "state")).load())
+        reader = (spark.readStream.format("windowed").option("source", "parquet").option("path", events)
+                  .option("timestampColumn", "ts").option("keyColumns", "k").option("window", ours)
+                  .option("aggregate", "sum(v) AS total, count(*) AS n").option("watermark", "bounded(10 seconds)")
+                  .option("maxFilesPerTrigger", "4").option("stateLocation", os.path.join(work, "state")))
+        for k, v in extra.items():
+            reader = reader.option(k, v)
+        panes = reader.load()
         return (panes.writeStream.format("windowed").option("path", os.path.join(work, "panes"))
                 .option("checkpointLocation", os.path.join(work, "chk")).trigger(availableNow=True).start())
     from pyspark.sql import functions as F
@@ -36,14 +40,31 @@ def query(spark, engine: str, kind: str, events: str, work: str):
             .option("checkpointLocation", os.path.join(work, "chk")).trigger(availableNow=True).start())
 
 
-def main(engine: str, kind: str, events: str, work: str) -> None:
+def _file_sink_commits(out: str) -> tuple[float | None, int]:
+    """The file sink's first commit that added rows (the modification time of its entry in
+    ``_spark_metadata``, written when the batch commits) and the rows of all its files."""
+    import pyarrow.parquet as pq
+    log = os.path.join(out, "_spark_metadata")
+    first, rows = None, 0
+    for name in sorted((n for n in os.listdir(log) if n.isdigit()), key=int):
+        entry = os.path.join(log, name)
+        with open(entry) as f:
+            files = [json.loads(line)["path"] for line in f.read().splitlines()[1:] if line.startswith("{")]
+        added = sum(pq.ParquetFile(p.removeprefix("file:")).metadata.num_rows for p in files)
+        if added and first is None:
+            first = os.path.getmtime(entry)
+        rows += added
+    return first, rows
+
+
+def main(engine: str, kind: str, events: str, work: str, extra: str = "{}") -> None:
     from pyspark.sql import SparkSession
     t0 = time.time()
     spark = SparkSession.builder.appName(f"cold-start-{engine}").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     session_s = time.time() - t0
     t1 = time.time()
-    q = query(spark, engine, kind, events, work)
+    q = query(spark, engine, kind, events, work, json.loads(extra))
     first, seen = None, 0
     while q.isActive or seen < len(q.recentProgress):
         progress = q.recentProgress
@@ -58,10 +79,14 @@ def main(engine: str, kind: str, events: str, work: str) -> None:
     if q.exception() is not None:
         raise SystemExit(str(q.exception()))
     rows = sum(max(p.sink.numOutputRows or 0, 0) for p in q.recentProgress)
+    if engine == "native":   # Spark's file sink reports no output rows: its commit log says
+        first, rows = _file_sink_commits(os.path.join(work, "out"))
+    batches = [{"batch": p.batchId, "ms": p.durationMs} for p in q.recentProgress][:3]
     print(json.dumps({"started_epoch": STARTED, "first_pane_epoch": first or time.time(),
-                      "session_s": session_s, "query_s": time.time() - t1, "rows": rows}), flush=True)
+                      "session_s": session_s, "query_s": time.time() - t1, "rows": rows,
+                      "query_start_epoch": t1, "first_batches": batches}), flush=True)
     spark.stop()
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

@@ -9,7 +9,8 @@ read 4 per micro-batch: 10 batches) with ``trigger(availableNow=True)``, and exi
 each run a fresh process:
 
 * ``ours``: ``readStream.format("windowed")`` with the README's defaults (no ``execution``,
-  ``shards`` or serializer set) into ``writeStream.format("windowed")`` (Delta tables);
+  ``shards`` or serializer set; ``--ours-options`` adds options) into
+  ``writeStream.format("windowed")`` (Delta tables);
 * ``native``: ``withWatermark(...).groupBy(window(...) | session_window(...), k).agg(...)`` in
   ``append`` mode into Parquet files, Spark's own streaming file sink.
 
@@ -39,7 +40,7 @@ from spark_vs_native import CASES, generate  # noqa: E402
 ENGINES = ("native", "ours")
 
 
-def run_job(engine: str, kind: str, events_dir: str, work: str) -> dict:
+def run_job(engine: str, kind: str, events_dir: str, work: str, ours_options: str = "{}") -> dict:
     """One fresh ``spark-submit`` of the job: its wall time, first committed panes and phases."""
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
@@ -48,7 +49,7 @@ def run_job(engine: str, kind: str, events_dir: str, work: str) -> dict:
     t0 = time.time()
     done = subprocess.run([submit, "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                            "--conf", "spark.sql.shuffle.partitions=2", "--conf", "spark.sql.session.timeZone=UTC",
-                           os.path.join(HERE, "_cold_job.py"), engine, kind, events_dir, work],
+                           os.path.join(HERE, "_cold_job.py"), engine, kind, events_dir, work, ours_options],
                           env=env, capture_output=True, text=True)
     wall = time.time() - t0
     if done.returncode != 0:
@@ -56,7 +57,7 @@ def run_job(engine: str, kind: str, events_dir: str, work: str) -> dict:
     out = json.loads([line for line in done.stdout.splitlines() if line.startswith("{")][-1])
     return {"wall_s": wall, "first_pane_s": out["first_pane_epoch"] - t0,
             "session_s": out["session_s"], "query_s": out["query_s"], "rows": out["rows"],
-            "before_session_s": out["started_epoch"] - t0}
+            "before_session_s": out["started_epoch"] - t0, "first_batches": out["first_batches"]}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,18 +68,23 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kind", default="tumbling", choices=sorted(CASES))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--batches", action="store_true", help="print the first batches' phases (Spark's durationMs)")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "spark-windowing-cold-start"))
+    ap.add_argument("--ours-options", default="{}", help='more options of ours, JSON: \'{"execution": "executors"}\'')
     args = ap.parse_args(argv)
     events_dir = os.path.join(args.dir, f"events-{args.events}-{args.keys}-{args.files}")
     generate(events_dir, args.events, args.keys, args.files, disorder_s=10)
     results: dict[str, list[dict]] = {}
     for run in range(args.runs):
         for engine in args.engines.split(","):
-            r = run_job(engine, args.kind, events_dir, os.path.join(args.dir, f"work-{engine}"))
+            r = run_job(engine, args.kind, events_dir, os.path.join(args.dir, f"work-{engine}"), args.ours_options)
             results.setdefault(engine, []).append(r)
             print(f"run {run + 1} {engine:6s} wall {r['wall_s']:6.2f} s | first committed panes {r['first_pane_s']:6.2f} s"
                   f" | before the session {r['before_session_s']:5.2f} s, session {r['session_s']:5.2f} s,"
                   f" query {r['query_s']:6.2f} s | sink rows {r['rows']:,}", flush=True)
+            if args.batches:
+                for b in r["first_batches"]:
+                    print(f"    batch {b['batch']}: {json.dumps(b['ms'])}")
     medians = {}
     for engine, rs in results.items():
         walls = sorted(r["wall_s"] for r in rs)

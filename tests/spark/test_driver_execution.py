@@ -64,9 +64,8 @@ def test_auto_switches_route_between_batches_and_gives_the_tables_of_either(spar
     """``execution=auto`` (``source.auto``) with a crossover of 10 events over batches of 30 and
     3 events: the first batch on the driver, then executors after a batch of more than 10 events,
     back to the driver after one of fewer than 5; the tables equal those of the executors route
-    (and so the driver route's, by the test above). In this
-    test session (local mode, Java serialization) ``auto`` without the option stays on the
-    executors."""
+    (and so the driver route's, by the test above). In this test session (local mode, Java
+    serialization) ``auto`` without the option keeps these small batches on the driver."""
     events = str(tmp_path / "events")
     _write_events(events, versions=12, seed=5, sizes=[30, 30, 3, 3, 30, 3])
     executors = _run(spark, tmp_path, "executors")
@@ -75,4 +74,4 @@ def test_auto_switches_route_between_batches_and_gives_the_tables_of_either(spar
     assert _same_tables(switching, executors)
     routes = switching["routes"]
     assert routes[:7] == ["driver", "executors", "executors", "driver", "driver", "executors", "driver"], routes
-    assert set(_run(spark, tmp_path, "auto")["routes"]) == {"executors"}
+    assert set(_run(spark, tmp_path, "auto")["routes"]) == {"driver"}

@@ -218,7 +218,7 @@ OPTIONS: tuple[Option, ...] = (
            "(performance.md#where-the-operator-runs-execution))", "`auto`"),
     Option("autoExecutorsAbove", "reader", "State and late data",
            "`execution=auto` in local mode: events per micro-batch above which the next batch steps on the "
-           "executors (below half of it: back on the driver)", "`200000`"),
+           "executors (below half of it: back on the driver)", "`100000`, `200000` with Kryo"),
     Option("stateMemoryRows", "reader", "State and late data",
            "windows per shard kept in memory (more spill to `stateLocation`, by key bucket; a batch whose "
            "buckets need more is run a memory-full of buckets at a time)", "`2000000`"),

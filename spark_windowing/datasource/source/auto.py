@@ -17,18 +17,20 @@ The rule (:func:`next_route`, :func:`crossover`):
    (:func:`driver_jvm_args`); a driver JVM not started by ``SparkSubmit`` (a cluster manager's) is
    not local mode.
 2. Local mode (``local…``, or ``SparkSubmit`` without a master, which pyspark's own default,
-   ``local[*]``, gives) with Kryo (``spark.serializer``): ``driver`` for the first batch of a
-   reader (a query's start) and while the previous batch read at most ``above`` events
-   (``autoExecutorsAbove``, default :data:`KRYO_CROSSOVER`); ``executors`` once a batch read more,
-   and back to ``driver`` once one read fewer than half of it (hysteresis: a rate near the
-   crossover does not flip the route every batch).
-3. Local mode with Java serialization (Spark's default) and no ``autoExecutorsAbove``:
-   ``executors``, as before ``auto`` existed, and one warning naming the conf. Spark hands the
-   driver route's panes to its task through the block manager (``PythonMicroBatchStream``'s
-   prefetched block, serialized with ``spark.serializer`` row by row), which costs more with Java
-   serialization; yet measured alone the driver route still wins at 40 k events a batch (4.93 s
-   against 7.22 s, docs/performance.md): this rule is the cautious one, kept until the whole test
-   suite has run on the driver route under Java serialization.
+   ``local[*]``, gives): ``driver`` for the first batch of a reader (a query's start) and while
+   the previous batch read at most ``above`` events (``autoExecutorsAbove``); ``executors`` once a
+   batch read more, and back to ``driver`` once one read fewer than half of it (hysteresis: a rate
+   near the crossover does not flip the route every batch). ``above`` is :data:`KRYO_CROSSOVER`
+   with Kryo (``spark.serializer``), else :data:`JAVA_CROSSOVER`: Spark hands the driver route's
+   panes to its task through the block manager (``PythonMicroBatchStreamBase`` puts them as a
+   ``MEMORY_AND_DISK_SER`` block, serialized row by row with ``spark.serializer``; no other way
+   exists for a Python source's planner to hand rows over), which Java serialization makes dearer
+   on large batches. The reader says once, when a batch goes to the executors under Java
+   serialization, which conf would keep such batches on the driver.
+
+Measured (docs/performance.md, "execution=auto"): 10 micro-batches of tumbling windows, median
+seconds, executors / driver: 4 k events a batch 2.81 / 2.47 (Java), 2.43 / 2.02 (Kryo); 40 k
+2.90 / 2.60, 3.05 / 2.88; 200 k 3.43 / 4.66, 3.79 / 3.43.
 
 The route of each batch is in its offset (``"route"``) and on the progress line.
 """
@@ -37,17 +39,20 @@ from __future__ import annotations
 
 import os
 
-#: Local mode with Kryo: events per micro-batch above which the next batch steps on the executors.
+#: Local mode: events per micro-batch above which the next batch steps on the executors, with
+#: Kryo and with Java serialization (between the measured points: module docstring).
 KRYO_CROSSOVER = 200_000
+JAVA_CROSSOVER = 100_000
 
 def crossover(argv: list[str] | None, option: int | None) -> int | None:
     """The events per batch above which local mode goes to the executors: the option when set,
-    else :data:`KRYO_CROSSOVER` with Kryo, else None (executors only); None when not local."""
+    else :data:`KRYO_CROSSOVER` with Kryo, else :data:`JAVA_CROSSOVER`; None (executors only)
+    when not local."""
     if not is_local(argv):
         return None
     if option is not None:
         return option
-    return KRYO_CROSSOVER if uses_kryo(argv) else None
+    return KRYO_CROSSOVER if uses_kryo(argv) else JAVA_CROSSOVER
 
 
 def next_route(previous: str | None, last_events: int | None, *, above: int | None) -> str:

@@ -173,17 +173,18 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
 _WARNED: list[bool] = []
 
 
-def _warn_java_serialization() -> None:
-    """Once per process: local mode with Java serialization keeps ``auto`` on the executors."""
+def _warn_java_serialization(events: int | None) -> None:
+    """Once per process: ``auto`` moved a local-mode query to the executors under Java serialization."""
     if _WARNED:
         return
     _WARNED.append(True)
     import logging
     logging.getLogger("spark_windowing").warning(
-        "execution=auto: Spark runs in local mode with Java serialization, so the shards step on the "
-        "executors. Set spark.serializer=org.apache.spark.serializer.KryoSerializer (when the session starts) "
-        "and micro-batches of up to %d events step in the driver's planning process instead, faster "
-        "(docs/performance.md, execution=auto).", auto.KRYO_CROSSOVER)
+        "execution=auto: a micro-batch of %s events goes to the executors: under Java serialization the "
+        "driver route steps at most %d events a batch (Spark serializes its panes row by row). With "
+        "spark.serializer=org.apache.spark.serializer.KryoSerializer (set when the session starts) batches of "
+        "up to %d events stay on the driver (docs/performance.md, execution=auto).",
+        f"{events:,}" if events is not None else "more", auto.JAVA_CROSSOVER, auto.KRYO_CROSSOVER)
 
 
 class AutoStreamReader(DriverStreamReader):
@@ -198,8 +199,7 @@ class AutoStreamReader(DriverStreamReader):
         argv = auto.driver_jvm_args()
         self._above = auto.crossover(argv, self.inner.cfg.auto_executors_above)  # as the schema's
         # (``reader.stream_schema``: the panes carry no spec when a batch may step on the driver)
-        if self._above is None and auto.is_local(argv):
-            _warn_java_serialization()
+        self._java = auto.is_local(argv) and not auto.uses_kryo(argv)
         self._route: str | None = None   # the route of the last batch this reader planned
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
@@ -209,7 +209,10 @@ class AutoStreamReader(DriverStreamReader):
         end = self.inner.latestOffset(start, limit)
         if end == start:
             return start
-        self._route = auto.next_route(self._route, self.inner.last_events, above=self._above)
+        route = auto.next_route(self._route, self.inner.last_events, above=self._above)
+        if route == "executors" and self._route == "driver" and self._java:
+            _warn_java_serialization(self.inner.last_events)
+        self._route = route
         if self._route == "driver":
             self._submit(start, end)
         else:
