@@ -58,7 +58,7 @@ class WindowedDataSource(DataSource):
         from spark_windowing.errors import OptionError
         if self._is_ticks():   # window(df)'s ticks: a stream of no rows (source.ticks)
             from spark_windowing.datasource.source.ticks import ticks_schema
-            return ticks_schema()
+            return ticks_schema(self.options)
         try:
             if self._is_table_read():
                 from spark_windowing.datasource.tables.table_reader import table_schema

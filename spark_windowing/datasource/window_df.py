@@ -55,6 +55,17 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
   the next input, as above: a keyless second stage (one shard: the argmax per window of NEXMark's
   q5) gets them whenever the upstream fires anything at its end (the default trigger fires every
   window still open); an upstream that fires nothing there passes on no end.
+* **Processing time, as ``format("windowed")`` has it**: processing-time windows (no
+  ``timestampColumn``: an event's time is its batch's, ``current_timestamp()``, and the watermark
+  ``processing(0)``), ``watermark=processing(lag)`` (the batch time − lag), ``watermarkIdleTimeout``
+  (a batch without input moves the watermark on by the time beyond the timeout since the last
+  batch with input) and processing-time triggers. The ticks then run on the clock
+  (``source.ticks``): they move when a firing is due at the time they are asked, and the batch
+  they ask for gives every shard one row, the tick, carrying Spark's batch timestamp (the same on
+  a replay), so each shard's watermark and processing time are the batch's. A shard without any
+  row in a batch Spark ran for input alone moves no processing-time clock: its timers wait for the
+  ticks' batch. Rows of batch b are judged against the watermark of b, computed from the shards'
+  reports of b − 1 (the maximum event time, the last batch time with input) and b's time.
 * **Late and malformed rows, exactly once.** With ``lateDataPath`` the shard appends its step's
   late rows to that Delta table with a Delta application transaction (writer id from
   ``queryName`` or the spec, and the shard; version: the batch id + 1): a replayed batch appends
@@ -66,9 +77,7 @@ the value and the accepted forms):
 * upstream options (``source``, ``path``, ``kafka.*``, ``maxFilesPerTrigger``, ...): the
   DataFrame is the upstream (``schema`` declares the DataFrame's columns instead, so that
   ``window`` need not analyze it: ``declared_schema``);
-* ``watermark=processing(...)`` and ``watermarkIdleTimeout``, processing-time windows (no
-  ``timestampColumn``) and processing-time triggers (``AfterProcessingTime``,
-  ``ContinuousProcessingTime``): nothing runs between the batches Spark starts for input;
+* ``noDataBatches=false`` with processing time (below);
 * joins of two streams (``source2``/``join``): join the DataFrames in Spark and window the result;
 * ``malformedEvents=fail-if-all``: it needs every shard's counts on the driver; ``window(df)``
   defaults to ``late`` (malformed rows go to the late table) and accepts ``fail``.
@@ -97,7 +106,7 @@ from spark_windowing._arrow import field_type
 from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
 from spark_windowing.datasource import storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
-from spark_windowing.datasource.options.config import SourceConfig
+from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.datasource import spark_hash
 from spark_windowing.datasource.source import pipeline, rescale, runs, shard_reports, sharding
 from spark_windowing.datasource.spark_hash import spark_shard_of
@@ -160,6 +169,10 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
         if name in struct.fieldNames():
             raise OptionError("df", name, f"a DataFrame without the internal columns {', '.join(INTERNAL)}",
                               why=f"column {name!r} is used by window(df)")
+    if cfg["processing_time_windows"]:   # an event's time is its batch's (format("windowed")'s rule)
+        from pyspark.sql.types import StructField, StructType, TimestampType
+        df = df.withColumn(PROC_TIME_COLUMN, F.current_timestamp())
+        struct = StructType(list(struct.fields) + [StructField(PROC_TIME_COLUMN, TimestampType())])
     in_schema = spark_to_arrow_schema(struct)
     op = WindowedOperator(spec, in_schema)  # binds: key, time, aggregate columns checked here
     # the producing spec in window_start's metadata, as format("windowed") puts it: the windowed sink
@@ -172,7 +185,6 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
                              has_batches=runs.batch_state(cfg["state_location"]) is not None)
         create_late_table(cfg["late_path"], op.late_schema())
     staged = df.withColumn(WM_COLUMN, _watermark_time(own, cfg["watermark"], spec, in_schema))
-    staged = staged.withColumn(BT_COLUMN, F.unix_micros(F.current_timestamp()))
     shards = cfg["shards"]
     keys = [F.col(k) for k in spec.key_columns]
     shard = F.pmod(F.xxhash64(*keys), F.lit(shards)).cast("int") if keys else F.lit(0)
@@ -181,6 +193,7 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
     state_base = _default_state_base(spark)
     staged = _with_ticks(staged, cfg, state_base)
+    staged = staged.withColumn(BT_COLUMN, F.unix_micros(F.current_timestamp()))   # the ticks' rows too
     step = _ShardStep(spec, in_schema, cfg, writer, state_base)
     # one shard takes every row: no shuffle, its step runs in the task that makes them
     staged = staged.coalesce(1) if shards == 1 else staged.repartition(shards, PART_COLUMN)
@@ -212,8 +225,14 @@ def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str) -> "DataFrame":
     if not cfg["no_data_batches"]:
         return staged
     cfg["pointer"] = None if cfg["state_location"] else f"{state_base}/ticks/{uuid.uuid4().hex}"
+    clock = None
+    if cfg["clock"]:
+        wm = cfg["watermark"]
+        clock = {"kind": wm.kind, "delay": int(wm.delay), "idle": wm.idle_timeout, "proc": cfg["proc_timers"],
+                 "labels": list(shard_labels(cfg["shards"]))}
     ticks = staged.sparkSession.readStream.format("windowed").option(
-        TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"], partition=cfg["shards"] == 1)).load()
+        TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"], partition=cfg["shards"] == 1,
+                                     clock=clock)).load()
     return staged.unionByName(ticks, allowMissingColumns=True)
 
 
@@ -224,8 +243,8 @@ def _declare_columns(staged: "DataFrame", struct: Any, *, ticks: bool) -> None:
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
     if hasattr(staged, "_cached_schema"):       # a Spark Connect DataFrame (classic ones analyze eagerly)
         staged._cached_schema = StructType(list(struct.fields) + [
-            StructField(WM_COLUMN, LongType()), StructField(BT_COLUMN, LongType()),
-            StructField(PART_COLUMN, IntegerType())] + ([StructField(TICK_COLUMN, IntegerType())] if ticks else []))
+            StructField(WM_COLUMN, LongType()), StructField(PART_COLUMN, IntegerType())]
+            + ([StructField(TICK_COLUMN, IntegerType())] if ticks else []) + [StructField(BT_COLUMN, LongType())])
 
 
 def _watermark_time(own: list, wm: Any, spec: OperatorSpec, in_schema: pa.Schema):
@@ -235,6 +254,8 @@ def _watermark_time(own: list, wm: Any, spec: OperatorSpec, in_schema: pa.Schema
     ``column(c)``: c). An event beyond ``maxEventTimeAhead`` of the batch moves no watermark: the
     step sends it to the late table as ``future``."""
     from pyspark.sql import functions as F
+    if wm.kind == "processing" and not own:   # the clock's: the shards take it from the batch time
+        return F.lit(None).cast("long")
     if own:
         times = [F.unix_micros(F.col(f"`{f.name}`").cast("timestamp")) - F.lit(int(f.metadata[_DELAY_KEY]) * 1000)
                  for f in own]
@@ -294,6 +315,7 @@ class _ShardStep:
         self.shards, self.buckets, self.memory_rows = cfg["shards"], cfg["buckets"], cfg["memory_rows"]
         self.late_path, self.malformed, self.state = cfg["late_path"], cfg["malformed"], cfg["state_location"]
         self.pointer = cfg.get("pointer")
+        self.clock, self.watermark = cfg.get("clock", False), cfg["watermark"]
         self._record = {"fingerprint": spec.fingerprint(), "shards": self.shards,
                         "spec": json.loads(json.dumps(spec.describe(), default=str))}
 
@@ -316,21 +338,25 @@ class _ShardStep:
         if self.pointer and (self.pointer, root) not in _POINTED:   # the ticks learn where the reports are
             point_to(self.pointer, root)
             _POINTED.add((self.pointer, root))
-        got = [b for b in batches if b.num_rows]
-        table = pa.Table.from_batches(got) if got else None
-        bt = int(table.column(BT_COLUMN)[0].as_py()) if table is not None else time.time_ns() // 1000
+        table, bt = _rows_and_time(batches)
         batch_max = pc.max(table.column(WM_COLUMN)).as_py() if table is not None else None
         events = self._events(table) if table is not None else None
         reports = shard_reports.read_driver_reports(root, batch_id, old) if batch_id > 0 else \
             _no_later_state(root)
         seen = largest([r.get("max_event_us") for r in reports])
+        last_input = largest([r.get("last_input_us") for r in reports])
+        watermark = self.watermark.at_batch(seen=seen, batch_time=bt, last_input=last_input,
+                                            has_input=table is not None) if self.clock else seen
+        if bt is None and not self.clock:   # no row, no batch time: the step's own (module docstring)
+            bt = time.time_ns() // 1000
         cfg = self._config(root)
         run = pipeline.open_shard(cfg, shard, batch_id, batch_id + 1, self.in_schema, old_shards=old,
                                   shards=self.shards, router=spark_shard_of)
         run.report["max_event_us"] = largest([seen, batch_max])   # the next batch's watermark
+        run.report["last_input_us"] = bt if table is not None else last_input   # the idle timeout's
         key_hash = sharding.key_hash(events, self.spec.key_columns) if events is not None \
             and self.spec.key_columns else None
-        yield from pipeline.step_shard(run, events, watermark=seen, processing_time=bt, batch_seq=batch_id + 1,
+        yield from pipeline.step_shard(run, events, watermark=watermark, processing_time=bt, batch_seq=batch_id + 1,
                                        key_hash=key_hash)
         if batch_max is not None and batch_max >= GLOBAL_END and (seen is None or seen < GLOBAL_END):
             # the upstream's input ended (module docstring): every window fires, in this batch
@@ -406,6 +432,19 @@ class _ShardStep:
                 why = (f"key column(s) {', '.join(odd)} of a type whose Spark hash (how window(df) routes keys) "
                        "is not computed here")
         return why
+
+
+def _rows_and_time(batches: Iterator[pa.RecordBatch]) -> tuple[pa.Table | None, int | None]:
+    """A shard's input rows of the batch (None: none) without the clock's ticks, and the batch's
+    time (µs; None when no row, not even a tick, came: ``source.ticks``)."""
+    got = [b for b in batches if b.num_rows]
+    if not got:
+        return None, None
+    table = pa.Table.from_batches(got)
+    bt = int(table.column(BT_COLUMN)[0].as_py())
+    if TICK_COLUMN in table.column_names and table.column(TICK_COLUMN).null_count < table.num_rows:
+        table = table.filter(pc.is_null(table.column(TICK_COLUMN)))
+    return (table if table.num_rows else None), bt
 
 
 def count_at(history: list, batch_id: int) -> int:

@@ -8,6 +8,7 @@ the DataFrame is the upstream. ``schema`` declares the DataFrame's columns (``de
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from spark_windowing.datasource._types import arrow_to_spark_schema
@@ -25,11 +26,13 @@ WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
                   "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation",
-                  "countorder", "schema", "nodatabatches")
+                  "countorder", "schema", "nodatabatches", "watermarkidletimeout")
 #: The documented spelling of each option (docs/options.md's registry), for error messages.
 _SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
 _WHY_UPSTREAM = "an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given"
+_WHY_END = ("window(df) cannot tell that the DataFrame's sources are exhausted (Spark gives it neither their "
+            "offsets nor the query's checkpoint); a format(\"windowed\") upstream with endOfInput=fire passes its end through")
 
 
 def _check_names(raw: dict[str, Any]) -> dict[str, str]:
@@ -41,10 +44,9 @@ def _check_names(raw: dict[str, Any]) -> dict[str, str]:
         if low == "schema":
             continue
         if low not in WINDOW_OPTIONS:
-            if low in KNOWN_OPTIONS or low == "watermarkidletimeout" or "." in low:
-                why = _WHY_UPSTREAM if low != "watermarkidletimeout" else \
-                    "the watermark moves only with event times: there is no idle timeout"
-                raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}", why=why)
+            if low in KNOWN_OPTIONS or "." in low:
+                raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}",
+                                  why=_WHY_END if low == "endofinput" else _WHY_UPSTREAM)
             raise unknown_option(name, value, WINDOW_OPTIONS, "the options of window(df)")
         out[low] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
@@ -54,19 +56,11 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
     """Validate ``window(df)``'s options; returns the parsed spec, watermark and settings."""
     options = _check_names(raw)
     window_text, ts_col = time_options(options)
-    if not ts_col:
-        raise OptionError("timestampColumn", None, "the event-time column of the DataFrame",
-                          why="required: window(df) runs in event time (no processing-time windows)")
     spec = operator_spec(options, window_text, ts_col)
-    wm = parse_watermark(options.get("watermark"))
-    if wm.kind == "processing":
-        raise OptionError("watermark", options["watermark"], "bounded(<delay>) or column(<column>) with window(df)",
-                          why="the watermark of window(df) moves only with event times")
-    trigger = spec.trigger.spec()
-    if "processingtime" in trigger.replace(" ", "").lower():
-        raise OptionError("trigger", options.get("trigger"), "triggers without processing-time parts with window(df) "
-                          "(AfterWatermark, AfterCount, AfterEach, Repeatedly, ... )",
-                          why="Spark runs window(df)'s steps only for input: there are no processing-time timers")
+    wm = parse_watermark(options.get("watermark"), options.get("watermarkidletimeout"))
+    if not ts_col and wm.kind == "bounded":   # processing-time windows: the watermark is the clock's
+        wm = replace(wm, kind="processing")    # (format("windowed")'s rule: source.parse)
+    proc_timers = "processingtime" in spec.trigger.spec().replace(" ", "").lower()
     malformed = options.get("malformedevents", "late").strip().lower()
     if malformed not in ("late", "fail"):
         raise OptionError("malformedEvents", options.get("malformedevents"), "late, fail with window(df)",
@@ -75,8 +69,14 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
     if no_data not in ("true", "false"):
         raise OptionError("noDataBatches", options.get("nodatabatches"), "true, false",
                           why="whether Spark runs a micro-batch without input for the windows the watermark closed")
+    clock = not ts_col or wm.kind == "processing" or wm.idle_timeout is not None or proc_timers
+    if clock and no_data == "false":
+        raise OptionError("noDataBatches", options.get("nodatabatches"), "true (the default) with processing time",
+                          why="processing-time windows, watermark=processing(...), watermarkIdleTimeout and "
+                              "processing-time triggers need the batches window(df) asks Spark for without input")
     return {"spec": spec, "watermark": wm, "watermark_given": "watermark" in options, "malformed": malformed,
-            "no_data_batches": no_data == "true",
+            "no_data_batches": no_data == "true", "processing_time_windows": not ts_col, "clock": clock,
+            "proc_timers": proc_timers,
             "shards": int_option(options, "shards", minimum=1, default=default_shards),
             "buckets": int_option(options, "stateBuckets", minimum=1, default=64),
             "memory_rows": int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),

@@ -49,6 +49,34 @@ class WatermarkStrategy:
         return max(current, wm)
 
 
+    def at_batch(self, *, seen: int | None, batch_time: int | None, last_input: int | None,
+                 has_input: bool) -> int | None:
+        """``window(df)``'s watermark of a batch, by :meth:`advance`'s rule from what a shard
+        knows: ``seen`` the largest watermark time of the rows so far (the delay subtracted, a
+        column's value: ``bounded`` and ``column``), ``batch_time`` the batch's time (None: not
+        known to this shard, which then moves no clock), ``last_input`` the latest batch time
+        with input before this batch, ``has_input`` whether this shard has rows in it (a batch
+        with input adds no idle advance). None: no watermark yet (the operator keeps its own, and
+        never moves it back).
+
+        >>> s = WatermarkStrategy("bounded", 0, idle_timeout=10)
+        >>> s.at_batch(seen=100, batch_time=150, last_input=120, has_input=False)   # idle 30 - 10
+        120
+        >>> s.at_batch(seen=100, batch_time=150, last_input=120, has_input=True)
+        100
+        >>> WatermarkStrategy("processing", 5).at_batch(seen=None, batch_time=50, last_input=None, has_input=False)
+        45
+        """
+        if self.kind == "processing":
+            wm = None if batch_time is None else batch_time - self.delay
+        else:
+            wm = seen
+        if (self.idle_timeout is not None and wm is not None and wm > MIN_TIME and batch_time is not None
+                and last_input is not None and not has_input):
+            wm += max(0, batch_time - last_input - self.idle_timeout)
+        return wm
+
+
 def parse_watermark(text: str | None, idle_timeout: str | None = None) -> WatermarkStrategy:
     """Parse the ``watermark`` option (default ``bounded(0 seconds)``) and ``watermarkIdleTimeout``."""
     idle = parse_duration(idle_timeout, option="watermarkIdleTimeout") if idle_timeout else None

@@ -32,7 +32,7 @@ def _report(shard: int, **extra) -> dict:
 
 
 def _driver_view(report: dict) -> dict:
-    return {f: report[f] for f in SUMMARY_FIELDS}
+    return {f: report.get(f) for f in SUMMARY_FIELDS}
 
 
 def _spoil_bodies(state: str, seq: int) -> None:

@@ -74,3 +74,60 @@ def test_a_report_without_a_summary_in_its_name_is_read(tmp_path):
     reader = _reader(root)
     shard_reports.write_report(root, 1, 0, {**_report(100, 90), "kafka_offsets": json.dumps({"0": 5})})
     assert reader.latestOffset({"ticks": 1, "wm": None}) == {"ticks": 2, "wm": 100}
+
+
+def _clock_reader(root: str, **clock) -> TicksStreamReader:
+    settings = ticks_settings(root, None, clock={"kind": "bounded", "delay": 0, "idle": None, "proc": False,
+                                                 "labels": [7, 3], **clock})
+    reader = TicksStreamReader({TICKS_OPTION.lower(): settings})
+    reader.latestOffset(reader.initialOffset())
+    return reader
+
+
+def _now() -> int:
+    import time
+    return time.time_ns() // 1000
+
+
+def test_with_the_clock_a_moved_offset_plans_one_tick_per_shard(tmp_path):
+    from pyspark.sql.types import IntegerType
+    reader = _clock_reader(str(tmp_path / "state"))
+    start, moved = {"ticks": 1, "wm": None}, {"ticks": 2, "wm": 5}
+    assert reader.partitions(start, start) == []
+    partition, = reader.partitions(start, moved)
+    assert list(reader.read(partition)) == [(1, 7), (1, 3)]     # (tick, the shard's label)
+    from spark_windowing.datasource.source.ticks import ticks_schema
+    schema = ticks_schema({TICKS_OPTION.lower(): ticks_settings(None, None, clock={"labels": [0]})})
+    assert [(f.name, f.dataType) for f in schema.fields] == [("__sw_tick", IntegerType()), ("__sw_part", IntegerType())]
+
+
+def test_a_due_processing_time_timer_moves_the_ticks_not_under_available_now(tmp_path):
+    root = str(tmp_path / "state")
+    reader = _clock_reader(root, proc=True)
+    start = {"ticks": 1, "wm": None}
+    shard_reports.write_report(root, 1, 0, {**_report(100, MAX), "next_proc_timer": _now() + 60_000_000})
+    assert reader.latestOffset(start) == start                   # a minute ahead: not due
+    shard_reports.write_report(root, 2, 0, {**_report(100, MAX), "next_proc_timer": _now() - 1})
+    assert reader.latestOffset(start)["ticks"] == 2
+    reader.prepareForTriggerAvailableNow()                       # availableNow ignores processing timers
+    assert reader.latestOffset({"ticks": 2, "wm": 100}) == {"ticks": 2, "wm": 100}
+
+
+def test_the_clock_computes_the_watermark_at_the_call(tmp_path):
+    """``processing(lag)``: now − lag; an idle timeout adds the time beyond it since the last input."""
+    root = str(tmp_path / "state")
+    end_in_past, end_in_future = _now() - 5_000_000, _now() + 60_000_000
+    processing = _clock_reader(root, kind="processing", delay=1_000_000)
+    shard_reports.write_report(root, 1, 0, _report(None, end_in_past))
+    moved = processing.latestOffset({"ticks": 1, "wm": None})
+    assert moved["ticks"] == 2 and _now() - 2_000_000 < moved["wm"] <= _now() - 1_000_000
+    idle = _clock_reader(str(tmp_path / "idle"), idle=2_000_000)
+    quiet_since = _now() - 10_000_000
+    shard_reports.write_report(str(tmp_path / "idle"), 1, 0,
+                               {**_report(quiet_since - 30_000_000, quiet_since - 25_000_000), "last_input_us": quiet_since})
+    # event time alone: watermark 30 s before the last input, the timer 25 s before: due only by the idle advance
+    moved = idle.latestOffset({"ticks": 1, "wm": None})
+    assert moved["ticks"] == 2 and moved["wm"] >= quiet_since - 30_000_000 + 8_000_000
+    shard_reports.write_report(str(tmp_path / "idle"), 2, 0,
+                               {**_report(quiet_since - 30_000_000, end_in_future), "last_input_us": quiet_since})
+    assert idle.latestOffset(moved) == moved

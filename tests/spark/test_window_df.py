@@ -205,11 +205,8 @@ def test_window_df_over_the_rate_source(spark, tmp_path):
     ({"source": "kafka"}, "source", "upstream option"),
     ({"path": "/x"}, "path", "upstream option"),
     ({"kafka.bootstrap.servers": "h:1"}, "kafka.bootstrap.servers", "upstream option"),
-    ({"watermark": "processing(5 seconds)"}, "watermark", "event times"),
-    ({"watermarkIdleTimeout": "1 minute"}, "watermarkIdleTimeout", "idle timeout"),
-    ({"trigger": "AfterWatermark(early=AfterProcessingTime(1 minute))"}, "trigger", "processing-time"),
     ({"malformedEvents": "fail-if-all"}, "malformedEvents", "shard"),
-    ({"timestampColumn": None}, "timestampColumn", "event time"),
+    ({"endOfInput": "fire"}, "endOfInput", "exhausted"),
     ({"keyColumns": "nope"}, "keyColumns", "no column"),
 ])
 def test_window_df_refuses_what_it_cannot_do(spark, options, option, why):

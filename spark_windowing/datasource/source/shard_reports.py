@@ -23,7 +23,7 @@ shard's report.
 ...                        "max_col_us": None, "max_event2_us": None, "next_event_timer": 1_700_000_060_000_000,
 ...                        "next_proc_timer": 9223372036854775807})
 >>> name
-'shard-3.1700000000000000_n_n_1700000060000000_9223372036854775807_200_0.json'
+'shard-3.1700000000000000_n_n_1700000060000000_9223372036854775807_200_0_n.json'
 >>> parse_report_name(name)[1]["next_event_timer"]
 1700000060000000
 >>> parse_report_name("shard-3.json")
@@ -41,7 +41,7 @@ from spark_windowing.errors import SnapshotError
 
 #: The report fields the driver reads to plan the next micro-batch, in the order a name carries them.
 SUMMARY_FIELDS = ("max_event_us", "max_col_us", "max_event2_us", "next_event_timer", "next_proc_timer",
-                  "events_in", "time_malformed")
+                  "events_in", "time_malformed", "last_input_us")
 #: The fields every report has; any other field is an upstream's own (``Upstream.report_fields``).
 STANDARD_FIELDS = frozenset(SUMMARY_FIELDS) | {
     "panes_trigger", "panes_retraction", "late_dropped", "malformed", "watermark_us", "state_rows",
@@ -119,12 +119,25 @@ def due_firing(state: str, seq: int) -> tuple[int | None, int | None]:
     """``(W, T)`` from the reports of micro-batch ``seq`` that exist (a hint, so a shard without
     one is no error): W the largest watermark time the shards have seen (the next batch's
     watermark), T the earliest event-time timer left in any shard. A firing is due when T <= W."""
+    s = summary_of(state, seq)
+    return s["max_event_us"], s["next_event_timer"]
+
+
+def summary_of(state: str, seq: int) -> dict[str, int | None]:
+    """The reports of micro-batch ``seq`` that exist, summed up for ``window(df)``'s ticks: the
+    largest ``max_event_us`` and ``last_input_us``, the earliest ``next_event_timer`` and
+    ``next_proc_timer`` (None where no shard has one)."""
     latest = _latest(state, seq)
     summaries = [summary for _, summary in latest.values() if summary is not None]
     bodies = [uri for uri, summary in latest.values() if summary is None]
     summaries += [json.loads(raw) for raw in storage.read_many(bodies)] if bodies else []
-    timers = [int(r["next_event_timer"]) for r in summaries if r.get("next_event_timer") is not None]
-    return largest([r.get("max_event_us") for r in summaries]), (min(timers) if timers else None)
+
+    def earliest(field: str) -> int | None:
+        times = [int(r[field]) for r in summaries if r.get(field) is not None]
+        return min(times) if times else None
+    return {"max_event_us": largest([r.get("max_event_us") for r in summaries]),
+            "last_input_us": largest([r.get("last_input_us") for r in summaries]),
+            "next_event_timer": earliest("next_event_timer"), "next_proc_timer": earliest("next_proc_timer")}
 
 
 def _latest(state: str, seq: int) -> dict[int, tuple[str, dict[str, int | None] | None]]:

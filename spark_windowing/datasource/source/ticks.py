@@ -32,6 +32,20 @@ shuffle runs every shard's task whatever its input, so the ticks plan no partiti
 theirs cost ~150 ms a batch on 2 cores: 1.7 s over 11 batches of 400 k events). With one shard
 (``coalesce(1)``, no shuffle) a moved offset plans one empty partition: the task that steps it.
 
+**The clock** (``clock`` in the settings: processing-time windows, ``watermark=processing(...)``,
+``watermarkIdleTimeout``, processing-time triggers): the next batch's watermark W then depends on
+the time of the call, ``now``, as ``format("windowed")``'s driver computes it
+(``WatermarkStrategy.advance``): ``processing(lag)`` is ``now − lag``; an idle timeout adds the
+time beyond it since the last batch with input (``last_input_us`` in the reports). The ticks also
+move when a processing-time timer is due (``next_proc_timer <= now``; not under ``availableNow``,
+which ignores processing-time timers, as ``format("windowed")`` does), and they check at every
+call, not only when a batch is new. A moved offset then plans one partition, whose rows are one
+tick per shard (``__sw_tick`` 1 and the shard's label, ``__sw_part``): every shard's task gets the
+batch's time from its tick (Spark's batch timestamp, the same on a replay), even a shard without
+input. In a batch Spark runs for input alone, a shard without rows has no batch time: it moves
+no processing-time clock (deterministic on a replay; the ticks ask for a batch of their own when
+its timers are due).
+
 The check is one listing of ``S/reports`` per ``latestOffset`` (Spark calls it every trigger, as
 it lists a file source's directory), plus one of the newest batch's directory when that is new.
 """
@@ -39,13 +53,15 @@ it lists a file source's directory), plus one of the newest batch's directory wh
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from spark_windowing.datasource import storage
-from spark_windowing.datasource.source.shard_reports import due_firing
+from spark_windowing._time import MIN_TIME
+from spark_windowing.datasource.source.shard_reports import due_firing, summary_of
 from spark_windowing.datasource.storage import layout
 
 #: The ``format("windowed")`` option that makes it this source (set by ``window(df)`` only).
@@ -54,16 +70,27 @@ TICKS_OPTION = "spark_windowing.windowdf.ticks"
 TICK_COLUMN = "__sw_tick"
 
 
-def ticks_schema() -> Any:
-    """The schema of the ticks: one int column, never a row."""
+#: The shard label column the clock's ticks carry (``window(df)``'s ``__sw_part``).
+PART_COLUMN = "__sw_part"
+
+
+def ticks_schema(options: dict[str, str] | None = None) -> Any:
+    """The schema of the ticks: one int column, never a row; with the clock, the shard label too
+    (one row per shard in a batch the ticks moved)."""
     from pyspark.sql.types import IntegerType, StructField, StructType
-    return StructType([StructField(TICK_COLUMN, IntegerType())])
+    fields = [StructField(TICK_COLUMN, IntegerType())]
+    if options is not None and json.loads(options.get(TICKS_OPTION.lower(), "{}")).get("clock"):
+        fields.append(StructField(PART_COLUMN, IntegerType()))
+    return StructType(fields)
 
 
-def ticks_settings(root: str | None, pointer: str | None, *, partition: bool = False) -> str:
+def ticks_settings(root: str | None, pointer: str | None, *, partition: bool = False,
+                   clock: dict | None = None) -> str:
     """The option's value: the state location, or the file the shards name it in; ``partition``:
-    whether a moved offset plans one (empty) partition, or none (module docstring)."""
-    return json.dumps({"root": root, "pointer": pointer, "partition": partition}, sort_keys=True)
+    whether a moved offset plans one (empty) partition, or none; ``clock``: the watermark strategy
+    (``kind``, ``delay``, ``idle`` µs), ``proc`` (processing-time timers) and the shards' ``labels``
+    (module docstring)."""
+    return json.dumps({"root": root, "pointer": pointer, "partition": partition, "clock": clock}, sort_keys=True)
 
 
 def point_to(pointer: str, root: str) -> None:
@@ -79,6 +106,8 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.root: str | None = settings.get("root")
         self.pointer: str | None = settings.get("pointer")
         self.partition = bool(settings.get("partition", True))
+        self.clock: dict | None = settings.get("clock")
+        self._available_now = False
         self._started = False
         self._seen_seq: int | None = None
 
@@ -86,7 +115,9 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"ticks": 0, "wm": None}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        """Nothing to fix in advance: the ticks move while a firing is due, then stop."""
+        """Nothing to fix in advance: the ticks move while a firing is due, then stop (and, as
+        ``format("windowed")`` does, processing-time timers are not waited for)."""
+        self._available_now = True
 
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
         if not self._started:   # a start or a restart: one batch for what a stopped query left due
@@ -96,6 +127,8 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if root is None:
             return start
         seq = _newest_seq(root)
+        if self.clock is not None:
+            return self._clock_offset(start, root, seq)
         if seq is None or seq == self._seen_seq:
             return start
         self._seen_seq = seq
@@ -104,11 +137,31 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         return {"ticks": start["ticks"] + 1, "wm": wm}
 
+    def _clock_offset(self, start: dict, root: str, seq: int | None) -> dict:
+        """With the clock: the next offset when a firing is due at ``now`` (module docstring)."""
+        if seq is None:
+            return start
+        clock, now = self.clock, time.time_ns() // 1000
+        s = summary_of(root, seq)
+        wm = now - clock["delay"] if clock["kind"] == "processing" else s["max_event_us"]
+        if clock.get("idle") is not None and wm is not None and wm > MIN_TIME and s["last_input_us"] is not None:
+            wm += max(0, now - s["last_input_us"] - clock["idle"])
+        event_due = wm is not None and s["next_event_timer"] is not None and s["next_event_timer"] <= wm
+        proc_due = (clock.get("proc") and not self._available_now and s["next_proc_timer"] is not None
+                    and s["next_proc_timer"] <= now)
+        if not (event_due or proc_due) or (self._seen_seq == seq and start.get("wm") == wm and not proc_due):
+            return start
+        self._seen_seq = seq
+        return {"ticks": start["ticks"] + 1, "wm": wm}
+
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition(0)] if start != end and self.partition else []
+        return [InputPartition(0)] if start != end and (self.partition or self.clock is not None) else []
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        return iter(())
+        """No rows; with the clock one tick per shard, labelled for its partition."""
+        if self.clock is None:
+            return iter(())
+        return iter([(1, label) for label in self.clock["labels"]])
 
     def commit(self, end: dict) -> None:
         """Nothing to release."""
