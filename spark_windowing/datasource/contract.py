@@ -4,12 +4,14 @@ The sink must know the windowing spec that produced the panes it writes (it reco
 tables, refuses panes of another spec into them, and closes windows in ``current`` by the spec's
 allowed lateness). Two routes carry it:
 
-1. **The pane schema**: ``window_start``'s column metadata (``tables.pane_spec``), on the
-   executors route and ``window(df)``.
-2. **Spark's offset log and the state location's record**, on ``execution=driver``, whose
-   in-memory hand-over of panes refuses column metadata: the query's latest logged offset of its
-   one windowed source names the state location (``OFFSET_STATE``), and that location's
-   ``spec.json`` records the producing options (``RECORD_OPTIONS``).
+1. **The pane schema**: ``window_start``'s column metadata (``tables.pane_spec``), on every route
+   and ``window(df)`` (the driver route hands Spark its Arrow batches with the metadata where
+   Spark reads it back: ``source.driver.with_spark_metadata``).
+2. **Spark's offset log and the state location's record**, for panes whose schema lost it (a
+   transformation that drops column metadata; ``execution=driver`` queries of the releases that
+   stripped it): the query's latest logged offset of its one windowed source names the state
+   location (``OFFSET_STATE``), and that location's ``spec.json`` records the producing options
+   (``RECORD_OPTIONS``).
 
 This module owns route 2's formats: the offset's marker and fields (``source_offset`` builds
 every offset the stream reader returns), the state record (``state_record``), and the sink's

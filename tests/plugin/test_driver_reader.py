@@ -82,7 +82,7 @@ def test_a_new_process_replays_a_logged_batch_in_read(tmp_path):
     assert _canonical(restarted.read(partition)) == first
 
 
-def test_the_execution_option_is_checked_at_load_and_drops_the_schema_metadata(tmp_path):
+def test_the_execution_option_is_checked_at_load_and_keeps_the_schema_metadata(tmp_path):
     import pytest
 
     from spark_windowing.datasource.source.parse import parse_options
@@ -90,12 +90,29 @@ def test_the_execution_option_is_checked_at_load_and_drops_the_schema_metadata(t
     base = _options(str(tmp_path / "state"), "executors")
     with pytest.raises(OptionError) as e:
         parse_options({**base, "execution": "drivr"})
-    assert (e.value.option, e.value.value) == ("execution", "drivr") and "executors, driver" in str(e.value)
+    assert (e.value.option, e.value.value) == ("execution", "drivr") and "auto, executors, driver" in str(e.value)
     assert parse_options({**base, "execution": "Driver"}).execution == "driver"
-    # Spark compares the panes it is handed on the driver with the schema, column metadata
-    # included, and Arrow carries none: in driver mode the spec is not in window_start's metadata
-    assert stream_schema(base)["window_start"].metadata
-    assert not stream_schema({**base, "execution": "driver"})["window_start"].metadata
+    # every route's panes carry the spec in window_start's metadata; the driver route hands Spark
+    # its Arrow batches with it (with_spark_metadata), as Spark compares them with the schema
+    for execution in ("executors", "driver", "auto"):
+        assert stream_schema({**base, "execution": execution})["window_start"].metadata
+
+
+def test_the_driver_routes_batches_carry_the_spark_metadata_where_spark_reads_it():
+    """``ArrowUtils`` reads a column's Spark metadata from its Arrow field's
+    ``SPARK::metadata::json``; columns without metadata are left as they are, and nothing is copied."""
+    import json
+
+    import pyarrow as pa
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from spark_windowing.datasource.source.driver import SPARK_METADATA_KEY, with_spark_metadata
+    schema = StructType([StructField("a", LongType(), metadata={"spec": {"window": "tumbling(1 minute)"}}),
+                         StructField("b", LongType())])
+    batch = pa.record_batch({"a": [1, 2], "b": [3, 4]})
+    out = with_spark_metadata(batch, schema)
+    assert json.loads(out.schema.field("a").metadata[SPARK_METADATA_KEY]) == {"spec": {"window": "tumbling(1 minute)"}}
+    assert out.schema.field("b").metadata is None and out.column(0).buffers()[1].address == batch.column(0).buffers()[1].address
 
 
 def test_the_reader_pickles_without_its_step_thread_and_batch(tmp_path):

@@ -1,7 +1,7 @@
 """``execution=driver``: the operator steps in the driver's planning process and Spark takes the
 panes as one in-memory partition. The same events give the same pane tables and late-data table
-as ``execution=executors``; the sink finds the windowing spec through the checkpoint (Spark's
-in-memory hand-over carries no column metadata), so ``current`` still closes its windows.
+as ``execution=executors``; the panes carry the windowing spec in their schema on both routes
+(the driver route hands Spark Arrow batches with the Spark metadata), so ``current`` closes its windows.
 A kill -9 and restart of a driver-mode query: ``test_source_replay``."""
 
 from __future__ import annotations

@@ -213,8 +213,7 @@ OPTIONS: tuple[Option, ...] = (
            "`auto`: per micro-batch, `executors` when Spark is not in local mode, else `driver` until a batch "
            "reads more than `autoExecutorsAbove` events, back once one reads fewer than half; the progress line "
            "says which. State, snapshots, replays and exactly-once are the same on every route, so the route may "
-           "change between batches; with `driver` or `auto` the windowed sink finds the spec through "
-           "`writeStream`'s `checkpointLocation` option ([Where the operator runs]"
+           "change between batches ([Where the operator runs]"
            "(performance.md#where-the-operator-runs-execution))", "`auto`"),
     Option("autoExecutorsAbove", "reader", "State and late data",
            "`execution=auto` in local mode: events per micro-batch above which the next batch steps on the "

@@ -148,7 +148,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             raise ValueError(f"writeStream.format('windowed') writes pane rows only: {exc}. "
                              f"DataFrame columns: {schema.simpleString()}") from None
         # the windowing spec of the panes (None: unknown): in the schema's metadata, else the query's
-        # logged source offset names it (``execution=driver`` panes carry no column metadata)
+        # logged source offset names it (``contract``: for panes whose schema lost the metadata)
         self.produced = pane_spec.from_schema(schema) or _produced_from_checkpoint(self.options.checkpoint)
         _check_spec(self.options, self.produced)         # before anything is created or written
         _warn_unknown_spec(self.options, self.produced)
@@ -246,17 +246,17 @@ _WARNED_UNKNOWN: set[str] = set()
 
 
 def _warn_unknown_spec(options: SinkOptions, produced: dict | None) -> None:
-    """Panes without their windowing spec (a transformation dropped the column metadata, or
-    ``execution=driver`` panes, whose spec the sink finds only through a ``checkpointLocation``
-    option): ``current`` cannot tell when a window is final, nor refuse another spec. Said once
-    per process and path."""
+    """Panes without their windowing spec (a transformation dropped the column metadata; the sink
+    then finds it only through a ``checkpointLocation`` option): ``current`` cannot tell when a
+    window is final, nor refuse another spec. Said once per process and path."""
     if produced is not None or options.checkpoint or options.root in _WARNED_UNKNOWN:
         return
     _WARNED_UNKNOWN.add(options.root)
     _log.warning("windowed sink: %s: the panes do not say which windowing spec produced them, so 'current' "
-                 "marks no window final by the watermark and a change of spec is not refused. With "
-                 "readStream.format('windowed').option('execution', 'driver') give the query its checkpoint "
-                 "as .option('checkpointLocation', ...) on writeStream (the sink reads the spec through it).",
+                 "marks no window final by the watermark and a change of spec is not refused. Write the windowed "
+                 "source's panes as they come (a select or withColumn may drop the column metadata that carries "
+                 "the spec), or give the query its checkpoint as .option('checkpointLocation', ...) on "
+                 "writeStream (the sink reads the spec through it).",
                  options.root)
 
 
@@ -335,8 +335,8 @@ _PRODUCED_BY_CHECKPOINT: dict[tuple[str, str | None], dict] = {}
 
 
 def _produced_from_checkpoint(checkpoint: str | None) -> dict | None:
-    """The windowing spec of panes whose schema does not carry it (``execution=driver``: the
-    source ↔ sink contract, ``spark_windowing.datasource.contract``). Each commit's writer asks
+    """The windowing spec of panes whose schema does not carry it (the source ↔ sink contract,
+    ``spark_windowing.datasource.contract``). Each commit's writer asks
     again until a batch is logged."""
     if not checkpoint:
         return None

@@ -60,6 +60,21 @@ class _Stepped:
         return self.step.result()
 
 
+#: The Arrow field metadata key Spark reads a column's Spark metadata from (``ArrowUtils``).
+SPARK_METADATA_KEY = b"SPARK::metadata::json"
+
+
+def with_spark_metadata(batch: pa.RecordBatch, schema: StructType) -> pa.RecordBatch:
+    """``batch`` with each column's Spark metadata (from ``schema``) in its Arrow field's
+    metadata, where Spark's Arrow reader takes it from; the columns are not copied."""
+    meta = {f.name: f.metadata for f in schema.fields if f.metadata}
+    if not meta:
+        return batch
+    fields = [f.with_metadata({SPARK_METADATA_KEY: json.dumps(meta[f.name]).encode()}) if f.name in meta else f
+              for f in batch.schema]
+    return pa.RecordBatch.from_arrays(batch.columns, schema=pa.schema(fields))
+
+
 def _key(offset: dict) -> str:
     """An offset as JSON (Spark's own way to compare them), without the route ``auto`` adds."""
     return json.dumps({k: v for k, v in offset.items() if k != "route"})
@@ -144,10 +159,13 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
 
     def getCache(self, start: dict, end: dict) -> Iterator[pa.RecordBatch] | None:
         """The batch's panes when this process stepped and wrote it; None makes Spark's task call
-        ``read`` (a replay after a restart)."""
+        ``read`` (a replay after a restart). Each column carries its Spark metadata (the
+        producing spec on ``window_start``) as Spark reads it back from Arrow
+        (``ArrowUtils``' ``SPARK::metadata::json``): Spark compares the handed-over schema with the
+        source's, metadata included."""
         batch = self._batch
         if batch is not None and batch.written and (batch.start, batch.end) == (_key(start), _key(end)):
-            return iter(batch.result()[1])
+            return (with_spark_metadata(b, self.inner.schema) for b in batch.result()[1])
         return None
 
     def read(self, partition: SimpleInputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -187,6 +205,24 @@ def _warn_java_serialization(events: int | None) -> None:
         f"{events:,}" if events is not None else "more", auto.JAVA_CROSSOVER, auto.KRYO_CROSSOVER)
 
 
+def _binds_here(reader: WindowedStreamReader) -> bool:
+    """Whether this process can bind the operator: a custom class shipped to the executors only
+    (``addPyFile`` after the source was registered, ``--py-files`` the driver's planning process
+    does not see) binds there and not here; ``auto`` then keeps every batch on the executors."""
+    from spark_windowing.datasource.source.reader import input_schema
+    from spark_windowing.errors import OptionError
+    from spark_windowing.operator.windowed import WindowedOperator
+    try:
+        WindowedOperator(reader.cfg.spec, input_schema(reader.cfg))
+    except OptionError as e:
+        import logging
+        logging.getLogger("spark_windowing").info(
+            "execution=auto: every micro-batch on the executors: the driver's planning process cannot bind "
+            "the operator (%s)", e)
+        return False
+    return True
+
+
 class AutoStreamReader(DriverStreamReader):
     """The stream reader of ``execution=auto`` (``source.auto``): each micro-batch on the route
     ``auto.next_route`` picks, written into its offset (``"route"``). A driver batch is stepped
@@ -197,8 +233,9 @@ class AutoStreamReader(DriverStreamReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         super().__init__(options, schema)
         argv = auto.driver_jvm_args()
-        self._above = auto.crossover(argv, self.inner.cfg.auto_executors_above)  # as the schema's
-        # (``reader.stream_schema``: the panes carry no spec when a batch may step on the driver)
+        self._above = auto.crossover(argv, self.inner.cfg.auto_executors_above)
+        if self._above is not None and not _binds_here(self.inner):
+            self._above = None
         self._java = auto.is_local(argv) and not auto.uses_kryo(argv)
         self._route: str | None = None   # the route of the last batch this reader planned
 

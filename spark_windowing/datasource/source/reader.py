@@ -95,20 +95,7 @@ def stream_schema(options: dict[str, str]) -> StructType:
     if cfg.watermark.column and cfg.watermark.column.split(".")[0] not in schema.names:
         raise OptionError("watermark", f"column({cfg.watermark.column})", f"column(<a column of {schema.names}>)",
                           why="no such upstream column")
-    panes = checked_pane_schema(cfg, schema, arrow_to_spark_schema(op.pane_schema()))
-    if _may_run_on_driver(cfg):  # Spark compares the panes it is handed with this schema, metadata included,
-        # and Arrow carries no column metadata: the sink finds the spec through the query's checkpoint
-        panes = StructType([StructField(f.name, f.dataType, f.nullable) for f in panes.fields])
-    return panes
-
-
-def _may_run_on_driver(cfg: SourceConfig) -> bool:
-    """Whether a batch of this query may step on the driver: ``execution=driver``, or ``auto``
-    where ``source.auto`` gives it a crossover (local mode with Kryo or ``autoExecutorsAbove``)."""
-    if cfg.execution == "auto":
-        from spark_windowing.datasource.source import auto
-        return auto.crossover(auto.driver_jvm_args(), cfg.auto_executors_above) is not None
-    return cfg.execution == "driver"
+    return checked_pane_schema(cfg, schema, arrow_to_spark_schema(op.pane_schema()))
 
 
 class ShardPartition(InputPartition):
