@@ -210,7 +210,7 @@ def main() -> None:
                     help=f"default: {', '.join(DEFAULT)}; q8 and q12: ours alone")
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark"))
     ap.add_argument("--driver-memory", default="6g")
-    ap.add_argument("--execution", choices=("executors", "driver"), default="executors",
+    ap.add_argument("--execution", choices=("auto", "executors", "driver"), default="auto",
                     help="our reader's execution option: driver steps in the driver's planning process")
     ap.add_argument("--shards", type=int, help="our reader's shards option (default: the reader's, 2)")
     add_serializer_arg(ap)

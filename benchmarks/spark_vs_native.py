@@ -373,7 +373,7 @@ def add_run_args(ap: argparse.ArgumentParser, *, events: int, keys: int) -> None
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--disorder", type=int, default=5, help="max out-of-orderness, seconds")
     ap.add_argument("--shards", type=int, default=2)
-    ap.add_argument("--execution", choices=("executors", "driver"), default="executors",
+    ap.add_argument("--execution", choices=("auto", "executors", "driver"), default="auto",
                     help="ours: where the operator steps (the reader's execution option)")
     ap.add_argument("--dir", default=os.path.join("out", "bench"))
     ap.add_argument("--only", default=None, help="tumbling | sliding | session")

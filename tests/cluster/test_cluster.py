@@ -137,7 +137,15 @@ def clean(object_store, cluster, upstream, tmp_path_factory):
     requests = object_store.proxy.since(mark, "cluster/clean/state/")
     content = _content(object_store, "clean")
     assert len(content["triggers"]) > 30 and content["retractions"] and content["late"]
-    return {"content": content, "requests": requests, "output": out}
+    return {"content": content, "requests": requests, "output": out, "checkpoint": tmp / "clean-chk"}
+
+
+def test_auto_runs_every_batch_on_the_executors_of_a_cluster(clean):
+    """``execution=auto`` (the default) reads the master off the driver JVM's command line
+    (``spark://``: not local mode) and puts every micro-batch on the executors (``source.auto``)."""
+    from tests.spark._helpers import offsets
+    routes = [end.get("route") for _, end in offsets(str(clean["checkpoint"]))]
+    assert len(routes) >= VERSIONS and set(routes) == {"executors"}, routes
 
 
 def _puts_per_batch(requests) -> dict[int, Counter]:
