@@ -121,9 +121,10 @@ def test_the_idle_timeout_closes_the_last_window_of_a_quiet_stream(spark, tmp_pa
 
 @pytest.mark.parametrize("api", APIS)
 def test_a_processing_watermark_closes_event_time_windows_by_the_clock(spark, tmp_path, api):
-    """``watermark=processing(0 seconds)``: once the query runs, events stamped 10 s ahead of the
+    """``watermark=processing(0 seconds)``: once the query runs, events stamped 30 s ahead of the
     clock, in 2-second windows; each window fires once the clock passes its end, without more
-    input (the rows are on time unless the batch that reads them starts 10 s after they were written)."""
+    input (the rows are on time unless the batch that reads them starts 30 s after they were
+    written: a trigger of 500 ms, and batches of about a second here)."""
     (tmp_path / "events").mkdir()
     panes = _panes(spark, api, tmp_path / "events", "k string, ts timestamp, v long", tmp_path,
                    timestampColumn="ts", keyColumns="k", window="tumbling(2 seconds)", aggregate="count(*) AS n",
@@ -132,7 +133,7 @@ def test_a_processing_watermark_closes_event_time_windows_by_the_clock(spark, tm
     deadline = time.time() + 120
     while not q.recentProgress and time.time() < deadline and q.exception() is None:
         time.sleep(0.2)
-    ahead = time.time() + 10
+    ahead = time.time() + 30
     (tmp_path / "events" / "0.json").write_text("".join(json.dumps(
         {"k": "a", "ts": datetime.fromtimestamp(ahead + i / 10, timezone.utc).isoformat(), "v": 1}) + "\n"
         for i in range(5)))

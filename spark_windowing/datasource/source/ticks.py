@@ -60,9 +60,9 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from spark_windowing.datasource import storage
-from spark_windowing._time import MIN_TIME
 from spark_windowing.datasource.source.shard_reports import due_firing, summary_of
 from spark_windowing.datasource.storage import layout
+from spark_windowing.operator.watermark import WatermarkStrategy
 
 #: The ``format("windowed")`` option that makes it this source (set by ``window(df)`` only).
 TICKS_OPTION = "spark_windowing.windowdf.ticks"
@@ -143,9 +143,9 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start
         clock, now = self.clock, time.time_ns() // 1000
         s = summary_of(root, seq)
-        wm = now - clock["delay"] if clock["kind"] == "processing" else s["max_event_us"]
-        if clock.get("idle") is not None and wm is not None and wm > MIN_TIME and s["last_input_us"] is not None:
-            wm += max(0, now - s["last_input_us"] - clock["idle"])
+        strategy = WatermarkStrategy(clock["kind"], clock["delay"], idle_timeout=clock.get("idle"))
+        wm = strategy.at_batch(seen=s["max_event_us"], batch_time=now, last_input=s["last_input_us"],
+                               has_input=False)   # the shards' own rule, at the time of the call
         event_due = wm is not None and s["next_event_timer"] is not None and s["next_event_timer"] <= wm
         proc_due = (clock.get("proc") and not self._available_now and s["next_proc_timer"] is not None
                     and s["next_proc_timer"] <= now)
