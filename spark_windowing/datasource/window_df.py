@@ -47,9 +47,12 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
   due. ``noDataBatches=false`` leaves the ticks out: the windows the last input closed fire with
   the next input (as before the ticks: a checkpoint written then has one source fewer, and Spark
   refuses to restart it with the ticks added: restart it with ``noDataBatches=false``).
-* **The end of the input, in the batch that says so.** A row whose watermark time is the end of
-  time (``format("windowed")`` with ``endOfInput=fire`` fires its last panes with that watermark)
-  ends the input: the shard that reads it steps its rows, then moves its watermark to the end and
+* **The end of the input, in the batch that says so.** ``endOfInput=fire`` with
+  ``trigger(availableNow=True)`` and the query's ``checkpointLocation``: once Spark's offset log
+  there shows a batch planned when every source had read all its input, the ticks ask for one
+  more, whose tick tells each shard the input ended (``source.ticks``). So does a row whose
+  watermark time is the end of time (``format("windowed")`` with ``endOfInput=fire`` fires its
+  last panes with that watermark). Either ends the input: the shard that reads it steps its rows, then moves its watermark to the end and
   fires every window, in the same batch (Beam's and Flink's end of a bounded input passed down a
   chain). Its next batch would never come. A shard that gets no such row in that batch fires at
   the next input, as above: a keyless second stage (one shard: the argmax per window of NEXMark's
@@ -230,9 +233,11 @@ def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str) -> "DataFrame":
         wm = cfg["watermark"]
         clock = {"kind": wm.kind, "delay": int(wm.delay), "idle": wm.idle_timeout, "proc": cfg["proc_timers"],
                  "labels": list(shard_labels(cfg["shards"]))}
+    end = {"checkpoint": cfg["checkpoint"], "labels": list(shard_labels(cfg["shards"]))} \
+        if cfg["end_of_input"] == "fire" else None
     ticks = staged.sparkSession.readStream.format("windowed").option(
         TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"], partition=cfg["shards"] == 1,
-                                     clock=clock)).load()
+                                     clock=clock, end=end)).load()
     return staged.unionByName(ticks, allowMissingColumns=True)
 
 
@@ -338,8 +343,8 @@ class _ShardStep:
         if self.pointer and (self.pointer, root) not in _POINTED:   # the ticks learn where the reports are
             point_to(self.pointer, root)
             _POINTED.add((self.pointer, root))
-        table, bt = _rows_and_time(batches)
-        batch_max = pc.max(table.column(WM_COLUMN)).as_py() if table is not None else None
+        table, bt, ended = _rows_and_time(batches)
+        batch_max = GLOBAL_END if ended else pc.max(table.column(WM_COLUMN)).as_py() if table is not None else None
         events = self._events(table) if table is not None else None
         reports = shard_reports.read_driver_reports(root, batch_id, old) if batch_id > 0 else \
             _no_later_state(root)
@@ -359,7 +364,7 @@ class _ShardStep:
         yield from pipeline.step_shard(run, events, watermark=watermark, processing_time=bt, batch_seq=batch_id + 1,
                                        key_hash=key_hash)
         if batch_max is not None and batch_max >= GLOBAL_END and (seen is None or seen < GLOBAL_END):
-            # the upstream's input ended (module docstring): every window fires, in this batch
+            # the input ended (the upstream's, or the ticks' end: module docstring): every window fires
             yield from pipeline.step_shard(run, None, watermark=GLOBAL_END, processing_time=bt,
                                            batch_seq=batch_id + 1)
         malformed = int(run.metrics.get("malformed", 0))
@@ -434,17 +439,20 @@ class _ShardStep:
         return why
 
 
-def _rows_and_time(batches: Iterator[pa.RecordBatch]) -> tuple[pa.Table | None, int | None]:
-    """A shard's input rows of the batch (None: none) without the clock's ticks, and the batch's
-    time (µs; None when no row, not even a tick, came: ``source.ticks``)."""
+def _rows_and_time(batches: Iterator[pa.RecordBatch]) -> tuple[pa.Table | None, int | None, bool]:
+    """A shard's input rows of the batch (None: none) without the ticks, the batch's time (µs;
+    None when no row, not even a tick, came) and whether a tick says the input ended (``2``:
+    ``source.ticks``)."""
     got = [b for b in batches if b.num_rows]
     if not got:
-        return None, None
+        return None, None, False
     table = pa.Table.from_batches(got)
     bt = int(table.column(BT_COLUMN)[0].as_py())
+    ended = False
     if TICK_COLUMN in table.column_names and table.column(TICK_COLUMN).null_count < table.num_rows:
+        ended = pc.max(table.column(TICK_COLUMN)).as_py() == 2
         table = table.filter(pc.is_null(table.column(TICK_COLUMN)))
-    return (table if table.num_rows else None), bt
+    return (table if table.num_rows else None), bt, ended
 
 
 def count_at(history: list, batch_id: int) -> int:

@@ -14,7 +14,8 @@ from typing import Any
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options.ddl import parse_ddl
 from spark_windowing.datasource.options.reference import options_of
-from spark_windowing.datasource.options.values import int_option
+from spark_windowing.datasource.options.values import choice_option, int_option
+from spark_windowing.datasource.options.config import END_OF_INPUT
 from spark_windowing.datasource.source.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.errors import OptionError
 from spark_windowing.operator.watermark import parse_watermark
@@ -26,13 +27,14 @@ WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process
                   "timestampcolumn", "timestampunit", "timestampcombiner", "allowedlateness",
                   "fireonlyupdatedpanes", "watermark", "latedatapath", "malformedevents", "shards",
                   "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation",
-                  "countorder", "schema", "nodatabatches", "watermarkidletimeout")
+                  "countorder", "schema", "nodatabatches", "watermarkidletimeout", "endofinput",
+                  "checkpointlocation")
 #: The documented spelling of each option (docs/options.md's registry), for error messages.
 _SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
 _WHY_UPSTREAM = "an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given"
-_WHY_END = ("window(df) cannot tell that the DataFrame's sources are exhausted (Spark gives it neither their "
-            "offsets nor the query's checkpoint); a format(\"windowed\") upstream with endOfInput=fire passes its end through")
+_WHY_CHECKPOINT = ("window(df) learns that the DataFrame's sources read all their input from Spark's offset log in "
+                   "the query's checkpoint, which Spark does not give it")
 
 
 def _check_names(raw: dict[str, Any]) -> dict[str, str]:
@@ -45,8 +47,7 @@ def _check_names(raw: dict[str, Any]) -> dict[str, str]:
             continue
         if low not in WINDOW_OPTIONS:
             if low in KNOWN_OPTIONS or "." in low:
-                raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}",
-                                  why=_WHY_END if low == "endofinput" else _WHY_UPSTREAM)
+                raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}", why=_WHY_UPSTREAM)
             raise unknown_option(name, value, WINDOW_OPTIONS, "the options of window(df)")
         out[low] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
@@ -74,7 +75,8 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
         raise OptionError("noDataBatches", options.get("nodatabatches"), "true (the default) with processing time",
                           why="processing-time windows, watermark=processing(...), watermarkIdleTimeout and "
                               "processing-time triggers need the batches window(df) asks Spark for without input")
-    return {"spec": spec, "watermark": wm, "watermark_given": "watermark" in options, "malformed": malformed,
+    end, checkpoint = _end_of_input(options, no_data == "true")
+    return {"spec": spec, "watermark": wm, "end_of_input": end, "checkpoint": checkpoint, "watermark_given": "watermark" in options, "malformed": malformed,
             "no_data_batches": no_data == "true", "processing_time_windows": not ts_col, "clock": clock,
             "proc_timers": proc_timers,
             "shards": int_option(options, "shards", minimum=1, default=default_shards),
@@ -82,6 +84,23 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
             "memory_rows": int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
             "late_path": options.get("latedatapath") or None, "query_name": options.get("queryname"),
             "state_location": (options.get("statelocation") or "").rstrip("/") or None}
+
+
+def _end_of_input(options: dict[str, str], no_data: bool) -> tuple[str, str | None]:
+    """``endOfInput`` (``continue``, ``fire``) and ``checkpointLocation``, which ``fire`` needs
+    and nothing else reads (``source.ticks``: the end of the input)."""
+    end = choice_option(options, "endOfInput", END_OF_INPUT)
+    checkpoint = (options.get("checkpointlocation") or "").strip() or None
+    if end == "fire" and checkpoint is None:
+        raise OptionError("checkpointLocation", None, "the query's checkpoint location, the path given to "
+                          "writeStream's checkpointLocation", why=f"endOfInput=fire needs it: {_WHY_CHECKPOINT}")
+    if end == "fire" and not no_data:
+        raise OptionError("noDataBatches", options.get("nodatabatches"), "true (the default) with endOfInput=fire",
+                          why="the end fires in batches window(df) asks Spark for without input")
+    if checkpoint is not None and end != "fire":
+        raise OptionError("checkpointLocation", checkpoint, "no checkpointLocation, or endOfInput=fire beside it",
+                          why="window(df) reads the query's checkpoint only to find the end of the input")
+    return end, checkpoint
 
 
 def declared_schema(options: dict[str, Any]) -> Any:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 
-from spark_windowing.datasource.source import shard_reports
+import pytest
+
+from spark_windowing.datasource.source import offset_log, shard_reports
 from spark_windowing.datasource.source.ticks import TICKS_OPTION, TicksStreamReader, point_to, ticks_settings
+from spark_windowing.errors import OptionError, WindowingError
 
 MAX = 9_223_372_036_854_775_807
 
@@ -132,3 +135,73 @@ def test_the_clock_computes_the_watermark_at_the_call(tmp_path):
     shard_reports.write_report(str(tmp_path / "idle"), 2, 0,
                                {**_report(quiet_since - 30_000_000, end_in_future), "last_input_us": quiet_since})
     assert idle.latestOffset(moved) == moved
+
+
+# --------------------------------------------------------------- endOfInput=fire: Spark's offset log
+
+def _offsets(chk, batch: int, *lines) -> None:
+    """Spark's ``offsets/<batch>`` (``OffsetSeqLog`` v1): the sources' offsets, ``None`` as ``-``."""
+    (chk / "offsets").mkdir(parents=True, exist_ok=True)
+    body = ["v1", json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 1})]
+    body += ["-" if line is None else json.dumps(line) for line in lines]
+    (chk / "offsets" / str(batch)).write_text("\n".join(body))
+
+
+def _end_reader(chk, labels=(4, 1)) -> TicksStreamReader:
+    reader = TicksStreamReader({TICKS_OPTION.lower(): ticks_settings(
+        str(chk / "state"), None, end={"checkpoint": str(chk), "labels": list(labels)})})
+    reader.prepareForTriggerAvailableNow()
+    return reader
+
+
+def test_the_ticks_probe_while_the_sources_move_and_end_after_a_batch_that_found_none(tmp_path):
+    chk = tmp_path / "chk"
+    reader = _end_reader(chk)
+    t0 = reader.initialOffset()
+    assert set(t0) == {"ticks", "wm", "token"}                   # the query's own offsets, recognizable
+    t1 = reader.latestOffset(t0)                                 # a start moves once
+    _offsets(chk, 0, {"logOffset": 0}, t1)
+    t2 = reader.latestOffset(t1)                                 # batch 0 took input: probe again
+    assert t2 == {**t1, "ticks": t1["ticks"] + 1} and "end" not in t2
+    _offsets(chk, 1, {"logOffset": 1}, t2)
+    t3 = reader.latestOffset(t2)                                 # batch 1 took input too
+    assert "end" not in t3
+    _offsets(chk, 2, {"logOffset": 1}, t3)                       # batch 2: the file source stayed
+    t4 = reader.latestOffset(t3)
+    assert t4["end"] is True and t4["token"] == t0["token"]
+    assert [list(reader.read(p)) for p in reader.partitions(t3, t4)] == [[(2, 4), (2, 1)]]   # one tick per shard
+    _offsets(chk, 3, {"logOffset": 1}, t4)
+    assert reader.latestOffset(t4) == t4                         # ended: nothing due, the run stops
+
+
+def test_an_empty_input_ends_after_its_first_batch_and_another_window_s_ticks_are_not_input(tmp_path):
+    chk = tmp_path / "chk"
+    reader = _end_reader(chk)
+    t1 = reader.latestOffset(reader.initialOffset())
+    _offsets(chk, 0, None, t1, {"ticks": 7, "wm": None})         # no file yet; a second window(df)'s ticks
+    assert reader.latestOffset(t1)["end"] is True
+
+
+def test_without_availablenow_or_with_a_checkpoint_of_another_query_no_end(tmp_path):
+    chk = tmp_path / "chk"
+    live = TicksStreamReader({TICKS_OPTION.lower(): ticks_settings(
+        str(chk / "state"), None, end={"checkpoint": str(chk), "labels": [0]})})
+    t1 = live.latestOffset(live.initialOffset())
+    _offsets(chk, 0, {"logOffset": 0}, t1)
+    assert live.latestOffset(t1) == t1                           # no availableNow: endOfInput has no effect
+    other = _end_reader(chk)
+    mine = other.latestOffset(other.initialOffset())
+    with pytest.raises(OptionError, match="checkpointLocation.*not planned with this query's offsets"):
+        other.latestOffset(mine)
+    typo = _end_reader(tmp_path / "no-such-checkpoint")
+    mine = typo.latestOffset(typo.initialOffset())
+    with pytest.raises(OptionError, match="checkpointLocation.*no micro-batch in its offset log"):
+        typo.latestOffset(mine)
+
+
+def test_an_offset_log_spark_did_not_write_as_v1_is_an_error(tmp_path):
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "0").write_text('v2\n{}\n{"a": 1}')
+    with pytest.raises(WindowingError, match="version 'v2', not v1"):
+        offset_log.offsets_of(str(tmp_path), 0)
+    assert offset_log.offsets_of(str(tmp_path), 1) is None and offset_log.newest_batch(str(tmp_path)) == 0

@@ -44,7 +44,7 @@ def test_options_reference_is_generated_from_the_registry():
 
 
 # ------------------------------------------------------------------ registry vs. the parsers
-_READ_HELPERS = {"_int", "_count", "_require", "_choice", "parse_bool_option", "int_option", "bool_option"}
+_READ_HELPERS = {"_int", "_count", "_require", "_choice", "choice_option", "parse_bool_option", "int_option", "bool_option"}
 
 
 def _names_read(module_path: str, functions: set[str]) -> set[str]:

@@ -206,7 +206,9 @@ def test_window_df_over_the_rate_source(spark, tmp_path):
     ({"path": "/x"}, "path", "upstream option"),
     ({"kafka.bootstrap.servers": "h:1"}, "kafka.bootstrap.servers", "upstream option"),
     ({"malformedEvents": "fail-if-all"}, "malformedEvents", "shard"),
-    ({"endOfInput": "fire"}, "endOfInput", "exhausted"),
+    ({"endOfInput": "fire"}, "checkpointLocation", "offset log"),
+    ({"checkpointLocation": "/chk"}, "checkpointLocation", "only to find the end"),
+    ({"endOfInput": "fire", "checkpointLocation": "/chk", "noDataBatches": "false"}, "noDataBatches", "end fires"),
     ({"keyColumns": "nope"}, "keyColumns", "no column"),
 ])
 def test_window_df_refuses_what_it_cannot_do(spark, options, option, why):

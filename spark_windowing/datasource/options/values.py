@@ -69,3 +69,14 @@ def suffixed(options: dict[str, str], suffix: str) -> tuple[Callable[..., str | 
     def num(name: str, **kw) -> int | None:
         return int_option({(name + suffix).lower(): v} if (v := get(name)) is not None else {}, name + suffix, **kw)
     return get, num
+
+
+def choice_option(options: dict[str, str], name: str, accepted: tuple[str, ...]) -> str:
+    """Option ``name`` as one of ``accepted`` (default the first), case-insensitive."""
+    raw = options.get(name.lower())
+    if raw is None or not str(raw).strip():
+        return accepted[0]
+    value = str(raw).strip().lower()
+    if value not in accepted:
+        raise OptionError(name, raw, ", ".join(accepted))
+    return value

@@ -13,7 +13,7 @@ from spark_windowing.datasource.options.config import (DEFAULT_SHARDS, END_OF_IN
                                                        NEW_CHECKPOINT, PROC_TIME_COLUMN, SourceConfig)
 from spark_windowing._time import parse_duration
 from spark_windowing.datasource.options.reference import options_of
-from spark_windowing.datasource.options.values import bool_option, int_option
+from spark_windowing.datasource.options.values import bool_option, choice_option, int_option
 from spark_windowing.datasource.storage.layout import SOURCES2_DIR
 from spark_windowing.datasource.tables.maintenance import MaintenanceOptions
 from spark_windowing.datasource.upstreams import UPSTREAMS
@@ -151,11 +151,11 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
         state_memory_rows=int_option(options, "stateMemoryRows", minimum=1, default=2_000_000),
         claim_wait=parse_duration(options.get("claimwait") or "3 seconds", option="claimWait") / 1e6,
         late_maintenance=MaintenanceOptions.parse(options),
-        malformed_events=_choice(options, "malformedEvents", MALFORMED_EVENTS),
-        end_of_input=_choice(options, "endOfInput", END_OF_INPUT),
-        execution=_choice(options, "execution", EXECUTION),
+        malformed_events=choice_option(options, "malformedEvents", MALFORMED_EVENTS),
+        end_of_input=choice_option(options, "endOfInput", END_OF_INPUT),
+        execution=choice_option(options, "execution", EXECUTION),
         auto_executors_above=int_option(options, "autoExecutorsAbove", minimum=0),
-        new_checkpoint=_choice(options, "newCheckpoint", NEW_CHECKPOINT),
+        new_checkpoint=choice_option(options, "newCheckpoint", NEW_CHECKPOINT),
     )
     return _with_stream2(cfg, options) if spec.join is not None else cfg
 
@@ -226,14 +226,3 @@ def _with_stream2(cfg: SourceConfig, options: dict[str, str]) -> SourceConfig:
                       starting_version=int_option(options, "startingVersion2", minimum=0),
                       manifest_dir=SOURCES2_DIR, stream2=None)
     return replace(cfg, stream2=stream2)
-
-
-def _choice(options: dict[str, str], name: str, accepted: tuple[str, ...]) -> str:
-    """Option ``name`` as one of ``accepted`` (default the first), case-insensitive."""
-    raw = options.get(name.lower())
-    if raw is None or not str(raw).strip():
-        return accepted[0]
-    value = str(raw).strip().lower()
-    if value not in accepted:
-        raise OptionError(name, raw, ", ".join(accepted))
-    return value

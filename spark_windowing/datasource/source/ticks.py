@@ -46,6 +46,18 @@ input. In a batch Spark runs for input alone, a shard without rows has no batch 
 no processing-time clock (deterministic on a replay; the ticks ask for a batch of their own when
 its timers are due).
 
+**The end of the input** (``end`` in the settings: ``endOfInput=fire`` under ``availableNow``):
+Spark gives a source neither the query's checkpoint nor the other sources' offsets, so
+``window(df)`` is given the checkpoint (``checkpointLocation``) and the ticks read Spark's offset
+log there (``source.offset_log``). Until the end, they move at every call (a probe: no task of
+theirs when ``window(df)`` shuffles), so Spark plans a batch after each one, with whatever input
+is left. The first batch whose other sources have the offsets of the batch before was planned
+when they had read all their input: the next offset carries ``"end": true`` and its batch one row
+per shard, the tick ``2``, which moves the shard's watermark to the end of time after its rows: every
+window fires (two batches after the last input). The offsets carry a ``token`` made at the query's
+first batch; a checkpoint whose newest batch was not planned with the ticks' own offset is not
+the query's, and is refused naming the option.
+
 The check is one listing of ``S/reports`` per ``latestOffset`` (Spark calls it every trigger, as
 it lists a file source's directory), plus one of the newest batch's directory when that is new.
 """
@@ -54,14 +66,17 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any, Iterator
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from spark_windowing.datasource import storage
+from spark_windowing.datasource.source import offset_log
 from spark_windowing.datasource.source.shard_reports import due_firing, summary_of
 from spark_windowing.datasource.storage import layout
+from spark_windowing.errors import OptionError
 from spark_windowing.operator.watermark import WatermarkStrategy
 
 #: The ``format("windowed")`` option that makes it this source (set by ``window(df)`` only).
@@ -79,18 +94,20 @@ def ticks_schema(options: dict[str, str] | None = None) -> Any:
     (one row per shard in a batch the ticks moved)."""
     from pyspark.sql.types import IntegerType, StructField, StructType
     fields = [StructField(TICK_COLUMN, IntegerType())]
-    if options is not None and json.loads(options.get(TICKS_OPTION.lower(), "{}")).get("clock"):
+    settings = json.loads(options.get(TICKS_OPTION.lower(), "{}")) if options is not None else {}
+    if settings.get("clock") or settings.get("end"):
         fields.append(StructField(PART_COLUMN, IntegerType()))
     return StructType(fields)
 
 
 def ticks_settings(root: str | None, pointer: str | None, *, partition: bool = False,
-                   clock: dict | None = None) -> str:
+                   clock: dict | None = None, end: dict | None = None) -> str:
     """The option's value: the state location, or the file the shards name it in; ``partition``:
     whether a moved offset plans one (empty) partition, or none; ``clock``: the watermark strategy
-    (``kind``, ``delay``, ``idle`` µs), ``proc`` (processing-time timers) and the shards' ``labels``
-    (module docstring)."""
-    return json.dumps({"root": root, "pointer": pointer, "partition": partition, "clock": clock}, sort_keys=True)
+    (``kind``, ``delay``, ``idle`` µs), ``proc`` (processing-time timers) and the shards' ``labels``;
+    ``end``: the query's ``checkpoint`` and the shards' ``labels`` (module docstring)."""
+    return json.dumps({"root": root, "pointer": pointer, "partition": partition, "clock": clock, "end": end},
+                      sort_keys=True)
 
 
 def point_to(pointer: str, root: str) -> None:
@@ -107,12 +124,13 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.pointer: str | None = settings.get("pointer")
         self.partition = bool(settings.get("partition", True))
         self.clock: dict | None = settings.get("clock")
+        self.end: dict | None = settings.get("end")
         self._available_now = False
         self._started = False
         self._seen_seq: int | None = None
 
     def initialOffset(self) -> dict:
-        return {"ticks": 0, "wm": None}
+        return {"ticks": 0, "wm": None, **({"token": uuid.uuid4().hex} if self.end else {})}
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Nothing to fix in advance: the ticks move while a firing is due, then stop (and, as
@@ -122,7 +140,9 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: Any = None) -> dict:
         if not self._started:   # a start or a restart: one batch for what a stopped query left due
             self._started = True
-            return {"ticks": start["ticks"] + 1, "wm": start.get("wm")}
+            return {**start, "ticks": start["ticks"] + 1}
+        if self.end is not None and self._available_now and not start.get("end"):
+            return self._end_offset(start)
         root = self._state_root()
         if root is None:
             return start
@@ -135,7 +155,7 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         wm, next_timer = due_firing(root, seq)
         if wm is None or next_timer is None or next_timer > wm or (start.get("wm") is not None and wm <= start["wm"]):
             return start
-        return {"ticks": start["ticks"] + 1, "wm": wm}
+        return {**start, "ticks": start["ticks"] + 1, "wm": wm}
 
     def _clock_offset(self, start: dict, root: str, seq: int | None) -> dict:
         """With the clock: the next offset when a firing is due at ``now`` (module docstring)."""
@@ -152,13 +172,39 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not (event_due or proc_due) or (self._seen_seq == seq and start.get("wm") == wm and not proc_due):
             return start
         self._seen_seq = seq
-        return {"ticks": start["ticks"] + 1, "wm": wm}
+        return {**start, "ticks": start["ticks"] + 1, "wm": wm}
+
+    def _end_offset(self, start: dict) -> dict:
+        """``endOfInput=fire`` under availableNow, before the end: the next offset, a probe or the
+        end (module docstring)."""
+        moved = {**start, "ticks": start["ticks"] + 1}
+        checkpoint = self.end["checkpoint"]
+        n = offset_log.newest_batch(checkpoint)   # a first call (the start's move) plans batch 0 before this
+        planned = offset_log.offsets_of(checkpoint, n) if n is not None else None
+        if planned is None or start not in planned:
+            raise OptionError("checkpointLocation", checkpoint, "the checkpointLocation of the query that writes "
+                              "this window(df) (the same path as writeStream's)",
+                              why="no micro-batch in its offset log" if n is None else
+                              f"its newest micro-batch ({n}) was not planned with this query's offsets")
+        now = offset_log.others(planned)
+        before = offset_log.offsets_of(checkpoint, n - 1) if n > 0 else None
+        if (before is None and n > 0) or now != (offset_log.others(before) if n > 0 else [None] * len(now)):
+            return moved                      # batch n took input (or cannot be compared): probe again
+        return {**moved, "end": True}         # batch n found every source read to its end
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition(0)] if start != end and (self.partition or self.clock is not None) else []
+        """A moved offset: the end's one partition of ticks ``2``, the clock's of ticks ``1``, one
+        empty partition (one shard), or none."""
+        if start == end:
+            return []
+        if end.get("end") and not start.get("end"):
+            return [InputPartition(2)]
+        return [InputPartition(1)] if self.partition or self.clock is not None else []
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        """No rows; with the clock one tick per shard, labelled for its partition."""
+        """One tick per shard, labelled for its partition (the end's, or the clock's), or none."""
+        if partition.value == 2:
+            return iter([(2, label) for label in self.end["labels"]])
         if self.clock is None:
             return iter(())
         return iter([(1, label) for label in self.clock["labels"]])
