@@ -45,6 +45,8 @@ QUERIES = {
     "nexmark-q7-max": {"source": "nexmark", "nexmarkEvents": "bid", "timestampColumn": "date_time",
                        "window": "tumbling(10 seconds)", "aggregate": "max(price) AS max_price",
                        "execution": "driver", "shards": "1"},
+    "nexmark-q7": {"source": "nexmark", "nexmarkEvents": "bid", "timestampColumn": "date_time",
+                   "window": "tumbling(10 seconds)", "aggregate": "max_rows(price, auction, bidder, date_time)"},
 }
 
 

@@ -38,9 +38,11 @@ The queries (windows as Flink's NEXMark SQL defines them), ``q5``, ``q7`` and ``
 * ``q11``: bids per bidder in session windows with a 10 s gap;
 * ``q5-count``, ``q7-max``: q5's counts and q7's maximum price alone (the first stage).
 
-The session runs with ``spark.serializer`` Kryo (``--serializer java`` for Spark's default), both
-engines: with ``execution=driver`` Spark keeps each batch's panes in its block manager serialized
-with it, and Java serialization costs ~2 µs a row (NEXMark q5's counts: 135 against 73 ms a batch).
+The session runs with Spark's default ``spark.serializer``, Java, as a README reader's does
+(``--serializer kryo`` for Kryo), both engines: on the driver route Spark keeps each batch's panes
+in its block manager serialized with it, and Java serialization costs ~2 µs a row (NEXMark q5's
+counts: 135 against 73 ms a batch). Ours runs with the reader's defaults (``execution=auto``)
+unless ``--execution`` / ``--shards`` say otherwise.
 
 While each query runs, a sampler reads the resident memory of the JVM and every Python process
 under it every 0.2 s; the peak of their sum is printed per engine ("peak RSS").

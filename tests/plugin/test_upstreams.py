@@ -171,3 +171,33 @@ def test_the_schema_is_the_first_readable_files(tmp_path, fmt):
     found = up.row_schema()
     assert found.equals(expected, check_metadata=True), found
     assert fmt != "parquet" or found.metadata[b"origin"] == b"test"
+
+
+def _upstream(tmp_path, **options):
+    base = {"window": "tumbling(1 minute)", "aggregate": "count(*) AS n", "stateLocation": str(tmp_path / "state")}
+    return upstream_for(parse_options({k.lower(): v for k, v in {**base, **options}.items()}))
+
+
+def test_planned_events_are_known_where_the_positions_tell_them(tmp_path):
+    """``execution=auto`` routes a batch by its events when the upstream knows them before
+    reading: Parquet by its files' footers, the generators by their positions, Kafka by its
+    offsets (not for a partition new to the query); JSON and CSV not (that means reading them)."""
+    import pyarrow.parquet as pq
+    data = tmp_path / "events"
+    data.mkdir()
+    for i, n in enumerate([5, 40, 7]):
+        pq.write_table(pa.table({"k": ["a"] * n, "ts": [T0] * n}), data / f"{i}.parquet")
+        (data / f"{i}.json").write_text('{"k": "a"}\n' * n)
+    files = _upstream(tmp_path, source="parquet", path=str(data), timestampColumn="ts", keyColumns="k")
+    end = files.latest_position(0, 2, None)
+    assert end == 2 and files.planned_events(0, end) in (45, 12, 47)     # two files, by modification time
+    assert files.planned_events(0, 3) == 52 and files.planned_events(3, 3) == 0
+    assert _upstream(tmp_path, source="json", path=str(data), schema="k string, ts timestamp",
+                     timestampColumn="ts").planned_events(0, 3) is None
+    generator = _upstream(tmp_path, source="generator", eventsPerBatch="500")
+    assert generator.planned_events(1000, 1500) == 500
+    kafka = _upstream(tmp_path, source="kafka", subscribe="t", schema="k string, ts timestamp",
+                      **{"kafka.bootstrap.servers": "localhost:1"},
+                      timestampColumn="ts")
+    assert kafka.planned_events({"t": {"0": 5, "1": 2}}, {"t": {"0": 9, "1": 12}}) == 14
+    assert kafka.planned_events({"t": {"0": 5}}, {"t": {"0": 9, "1": 3}}) is None   # partition 1 is new

@@ -6,6 +6,9 @@ A kill -9 and restart of a driver-mode query: ``test_source_replay``."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -75,3 +78,24 @@ def test_auto_switches_route_between_batches_and_gives_the_tables_of_either(spar
     routes = switching["routes"]
     assert routes[:7] == ["driver", "executors", "executors", "driver", "driver", "executors", "driver"], routes
     assert set(_run(spark, tmp_path, "auto")["routes"]) == {"driver"}
+
+
+def test_auto_routes_a_batch_by_its_own_size_when_the_upstream_knows_it(spark, tmp_path):
+    """Parquet files say their rows in their footers (``Upstream.planned_events``), so ``auto``
+    sends a batch of more than 10 events to the executors before any batch showed the size: the
+    first one, and one of 30 after one of 3 (which the events of the batch before would have left
+    on the driver); back to the driver as before (after a batch of fewer than 5). The tables equal
+    the executors route's. The files: the Delta table's own Parquet files, one per version, read
+    in order."""
+    events = str(tmp_path / "events")
+    _write_events(events, versions=12, seed=7, sizes=[30, 30, 3, 3, 30, 3])
+    for version in range(12):     # Spark's and our file sources read files by modification time
+        log = (tmp_path / "events" / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+        added = next(json.loads(line)["add"]["path"] for line in log if '"add"' in line)
+        os.utime(tmp_path / "events" / added, (1_700_000_000 + version, 1_700_000_000 + version))
+    executors = _run(spark, tmp_path, "executors", source="parquet")
+    sized = _run(spark, tmp_path, "auto", source="parquet", autoExecutorsAbove="10")
+    assert len(executors["triggers"]) > 20 and executors["retractions"]
+    assert _same_tables(sized, executors)
+    assert sized["routes"][:7] == ["executors", "executors", "executors", "driver", "executors", "executors",
+                                   "executors"], sized["routes"]

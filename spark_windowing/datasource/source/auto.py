@@ -2,7 +2,7 @@
 
 Both routes step the same shards from the same snapshots and write the same snapshots, reports
 and late rows (``pipeline``), so a batch gives the same panes on either and the route may change
-from one micro-batch to the next (``tests/spark/test_execution_auto.py`` checks it):
+from one micro-batch to the next (``tests/spark/test_driver_execution.py`` checks it):
 
 * ``driver`` (``source.driver``): the reader's long-lived planning process steps every shard and
   Spark takes the panes from it; no Python worker, no task per shard. It wins while one core can
@@ -19,8 +19,12 @@ The rule (:func:`next_route`, :func:`crossover`):
 2. Local mode (``local…``, or ``SparkSubmit`` without a master, which pyspark's own default,
    ``local[*]``, gives): ``driver`` for the first batch of a reader (a query's start) and while
    the previous batch read at most ``above`` events (``autoExecutorsAbove``); ``executors`` once a
-   batch read more, and back to ``driver`` once one read fewer than half of it (hysteresis: a rate
-   near the crossover does not flip the route every batch). ``above`` is :data:`KRYO_CROSSOVER`
+   batch read more, and back to ``driver`` once one read fewer than half of it (hysteresis: a
+   rate near the crossover does not flip the route every batch, and the input-less batch that
+   ends a large input, firing every window still open, stays where its panes are cheap). A batch
+   whose events the upstream knows before reading them (``Upstream.planned_events``: the
+   generators, Parquet files by their footers, Kafka by its offsets) goes to the ``executors``
+   when they are more than ``above``, without a driver batch to learn the size first. ``above`` is :data:`KRYO_CROSSOVER`
    with Kryo (``spark.serializer``), else :data:`JAVA_CROSSOVER`: Spark hands the driver route's
    panes to its task through the block manager (``PythonMicroBatchStreamBase`` puts them as a
    ``MEMORY_AND_DISK_SER`` block, serialized row by row with ``spark.serializer``; no other way
@@ -55,12 +59,25 @@ def crossover(argv: list[str] | None, option: int | None) -> int | None:
     return KRYO_CROSSOVER if uses_kryo(argv) else JAVA_CROSSOVER
 
 
-def next_route(previous: str | None, last_events: int | None, *, above: int | None) -> str:
+def next_route(previous: str | None, last_events: int | None, *, above: int | None,
+               planned: int | None = None) -> str:
     """The route of the next micro-batch (the module's rule), from the previous batch's route
-    and events (``None``: this reader ran no batch yet).
+    and events (``None``: this reader ran no batch yet), and its own events when the upstream
+    knows them before reading (``planned``: generated events, Parquet footers, Kafka offsets):
+    more than ``above`` sends it to the executors, even a query's first batch.
 
     >>> next_route(None, None, above=200_000), next_route(None, None, above=None)
     ('driver', 'executors')
+    >>> next_route(None, None, above=100_000, planned=2_000_000)
+    'executors'
+
+    A batch of few events after large ones stays on the executors: an input-less batch at the
+    end of a large input fires every window still open, and its panes are what the driver route
+    pays for (Spark serializes them row by row).
+
+    >>> next_route("executors", 900_000, above=100_000, planned=0)
+    'executors'
+    
     >>> next_route("driver", 300_000, above=200_000)
     'executors'
     >>> next_route("executors", 150_000, above=200_000)
@@ -68,7 +85,7 @@ def next_route(previous: str | None, last_events: int | None, *, above: int | No
     >>> next_route("executors", 90_000, above=200_000)
     'driver'
     """
-    if above is None:
+    if above is None or (planned is not None and planned > above):
         return "executors"
     if previous is None or last_events is None:
         return "driver"

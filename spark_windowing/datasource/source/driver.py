@@ -246,15 +246,23 @@ class AutoStreamReader(DriverStreamReader):
         end = self.inner.latestOffset(start, limit)
         if end == start:
             return start
-        route = auto.next_route(self._route, self.inner.last_events, above=self._above)
-        if route == "executors" and self._route == "driver" and self._java:
-            _warn_java_serialization(self.inner.last_events)
+        planned = self._planned_events(start, end)
+        route = auto.next_route(self._route, self.inner.last_events, above=self._above, planned=planned)
+        if route == "executors" and self._java:
+            _warn_java_serialization(planned if planned is not None else self.inner.last_events)
         self._route = route
         if self._route == "driver":
             self._submit(start, end)
         else:
             self._submit(None, None)
         return {**end, "route": self._route}
+
+    def _planned_events(self, start: dict, end: dict) -> int | None:
+        """The batch's events when its upstream knows them before reading (local mode only: the
+        route does not depend on them elsewhere; a join's: unknown)."""
+        if self._above is None or self.inner.up2 is not None:
+            return None
+        return self.inner.up.planned_events(start["up"], end["up"])
 
     def partitions(self, start: dict, end: dict) -> list:  # type: ignore[override]
         if end.get("route") == "executors":

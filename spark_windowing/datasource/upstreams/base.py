@@ -129,6 +129,11 @@ class Upstream(ABC):
         are numbers."""
         return min(up, max(target, start))
 
+    def planned_events(self, start: Any, end: Any) -> int | None:
+        """The events from ``start`` to ``end`` when the positions tell without reading them
+        (``execution=auto`` routes a batch by its size); None when they do not. Default: None."""
+        return None
+
     @abstractmethod
     def plan(self, start: Any, end: Any) -> Any:
         """What a micro-batch from ``start`` to ``end`` reads (a file list, an index range, offset

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -42,6 +42,9 @@ from spark_windowing.datasource.upstreams.corrupt import (CORRUPT_FIELDS, cast_r
 from spark_windowing.panes import CORRUPT_RECORD, ORIGIN
 from spark_windowing.errors import OptionError
 
+if TYPE_CHECKING:
+    from spark_windowing.datasource.options.config import SourceConfig
+
 SUFFIXES = {"parquet": ".parquet", "json": ".json", "csv": ".csv"}
 
 
@@ -49,6 +52,10 @@ class FilesUpstream(Upstream):
     """Positions: an index into the file manifest (int). The format is ``cfg.source``."""
 
     keeps_corrupt_rows = True
+
+    def __init__(self, cfg: "SourceConfig") -> None:
+        super().__init__(cfg)
+        self._row_counts: dict[str, int] = {}   # parquet footers read for ``planned_events``
 
     def schema(self) -> pa.Schema:
         """The ``schema`` option, else the first readable file's; then the corrupt-row columns."""
@@ -88,6 +95,17 @@ class FilesUpstream(Upstream):
                 rows, stop = rows + n, stop + 1
             end = stop
         return max(start, end)
+
+    def planned_events(self, start: Any, end: Any) -> int | None:
+        """Parquet: the rows in the files' footers (one read per file, remembered); other formats:
+        None (counting their records means reading them)."""
+        if self.cfg.source != "parquet":
+            return None
+        planned = self.plan(start, end)
+        for uri in planned:
+            if uri not in self._row_counts:
+                self._row_counts[uri] = row_count(uri, "parquet")
+        return sum(self._row_counts[uri] for uri in planned)
 
     def plan(self, start: Any, end: Any) -> list[str]:
         return self.read_manifest()[int(start):int(end)]

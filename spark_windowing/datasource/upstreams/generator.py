@@ -68,6 +68,10 @@ class CountedUpstream(Upstream):
     def available_now_target(self) -> None:
         return None
 
+    def planned_events(self, start: Any, end: Any) -> int:
+        """The positions between (NEXMark's: stream positions, of which one kind is a share)."""
+        return int(end) - int(start)
+
     def plan(self, start: Any, end: Any) -> list[int]:
         return [int(start), int(end)]
 
