@@ -70,6 +70,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing._arrow import empty_table
 from spark_windowing._old_paths import current_module
 from spark_windowing._parse import parse_call
 from spark_windowing._time import parse_duration
@@ -434,7 +435,7 @@ class BoundProcess:
         for i, buf in enumerate(cells):  # one call per pane: the function is Python
             elements, new = buf.contents()
             if elements is None:  # an empty pane (e.g. ON_TIME after early firings, discarding)
-                elements = self.schema.empty_table()
+                elements = empty_table(self.schema)
             keep = self.evictor.keep(elements) if self.evictor is not None else None
             if keep is not None and keep.all():
                 keep = None

@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyarrow as pa
 
-from spark_windowing._arrow import field_type, get_column, to_micros
+from spark_windowing._arrow import empty_table, field_type, get_column, to_micros
 from spark_windowing._time import MIN_TIME
 from spark_windowing.aggregates.parsing import AggregateSpec, parse_aggregates
 from spark_windowing.errors import OptionError
@@ -294,7 +294,7 @@ def union(t1: pa.Table | None, t2: pa.Table | None, spec, schema: pa.Schema) -> 
             cols[name] = v
         parts.append(pa.table(cols, schema=schema))
     if not parts:
-        return schema.empty_table()
+        return empty_table(schema)
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 

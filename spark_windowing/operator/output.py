@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing._arrow import empty_table
 from spark_windowing._time import GLOBAL_END, MIN_TIME
 from spark_windowing.panes import KIND_RETRACTION, KIND_TRIGGER, TIMESTAMP
 
@@ -92,8 +93,8 @@ class StepOutput:
                 order = np.argsort(order_key, kind="stable")
                 panes, order_key = panes.take(pa.array(order)), order_key[order]
         else:
-            panes, order_key = pane_schema.empty_table(), np.zeros(0, dtype=np.int64)
-        late = pa.concat_tables(self._late) if self._late else late_schema.empty_table()
+            panes, order_key = empty_table(pane_schema), np.zeros(0, dtype=np.int64)
+        late = pa.concat_tables(self._late) if self._late else empty_table(late_schema)
         metrics = dict(self.metrics)
         metrics.update({
             "panes_trigger": int(pc.sum(pc.equal(panes.column("kind"), KIND_TRIGGER)).as_py() or 0),

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pyarrow as pa
 
+from spark_windowing._arrow import empty_table
+
 if TYPE_CHECKING:
     from spark_windowing.aggregates.binding import BoundAggregate
     from spark_windowing.operator.spec import OperatorSpec
@@ -85,7 +87,7 @@ class WindowTable:
     def __init__(self, layout: Layout, key_schema: pa.Schema,
                  fresh_objects: Callable[[str, int], np.ndarray]) -> None:
         self.layout = layout
-        self.keys = key_schema.empty_table()
+        self.keys = empty_table(key_schema)
         self.cols: dict[str, np.ndarray] = {name: np.empty(0, dtype=dt) for name, (dt, _) in layout.items()}
         self._buffers: dict[str, np.ndarray] = {}  # name -> array whose first len(self) cells are cols[name]
         self.next_rid = 0  # the next row id: row ids grow in creation order and are never reused

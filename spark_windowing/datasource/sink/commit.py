@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from deltalake import CommitProperties, DeltaTable, Transaction
 from deltalake.exceptions import CommitFailedError, DeltaError
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.datasource import trace
 from spark_windowing.datasource.tables import appends, delta
 from spark_windowing.datasource.sink.settings import APP_ID_KEY, PaneFilesMessage, SinkOptions, iso_us
@@ -313,7 +314,7 @@ class BatchCommit:
         key_schema = pa.schema([self.schema.field(c) for c in columns])
         staged_batches = list(delta.read_files(self.options.root, STAGING, staged))
         if not staged_batches:
-            return key_schema.empty_table()
+            return empty_table(key_schema)
         candidates = distinct(staged_batches, columns, self.schema, check_unique=False)
         for batch in self._trigger_batches(trigger_paths, columns):
             candidates = candidates.join(pa.Table.from_batches([batch]), keys=columns, join_type="left anti")

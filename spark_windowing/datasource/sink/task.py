@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.datasource import trace
 from spark_windowing.datasource.tables import delta
 from spark_windowing.datasource.sink.settings import PaneFilesMessage, SinkOptions
@@ -136,7 +137,7 @@ def _split_by_kind(batch: pa.RecordBatch) -> dict[str, pa.RecordBatch]:
 def distinct(batches: list[pa.RecordBatch], columns: list[str], schema: pa.Schema, *,
               check_unique: bool) -> pa.Table:
     if not batches:
-        return pa.schema([schema.field(c) for c in columns]).empty_table()
+        return empty_table(pa.schema([schema.field(c) for c in columns]))
     # staged files of different tasks may differ in nullability (a join drops NOT NULL): unify
     common = pa.schema([f.with_nullable(True) for f in batches[0].schema])
     table = pa.Table.from_batches([b.cast(common) for b in batches], schema=common)

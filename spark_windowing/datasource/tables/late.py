@@ -20,6 +20,7 @@ import json
 
 import pyarrow as pa
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.storage import layout
 from spark_windowing.errors import OptionError
@@ -73,7 +74,7 @@ def create_late_table(path: str, schema: pa.Schema) -> None:
     if _is_delta_table(path):
         return
     from deltalake import write_deltalake
-    write_deltalake(path, schema.empty_table(), mode="append", schema_mode="merge")
+    write_deltalake(path, empty_table(schema), mode="append", schema_mode="merge")
 
 
 def append_late_rows(path: str, app_id: str, seq: int, late: pa.Table) -> None:

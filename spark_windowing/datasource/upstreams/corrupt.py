@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.panes import CORRUPT_RECORD, ORIGIN
 
 #: The columns every file upstream appends to its schema (Kafka: ``_corrupt_record`` only).
@@ -59,11 +60,11 @@ def parse_lines(lines: list[bytes], fmt: str, schema: pa.Schema, names: list[str
     row is all null). A failing block is bisected down to the lines that fail alone."""
     bad = np.zeros(len(lines), dtype=bool)
     tables = _parse_or_split(lines, 0, fmt, schema, names, bad)
-    return (pa.concat_tables(tables) if tables else schema.empty_table()), bad
+    return (pa.concat_tables(tables) if tables else empty_table(schema)), bad
 
 
 def _parse_or_split(lines, start, fmt, schema, names, bad) -> list[pa.Table]:
-    t = parse_block(lines, fmt, schema, names) if lines else schema.empty_table()
+    t = parse_block(lines, fmt, schema, names) if lines else empty_table(schema)
     if t is not None:
         return [t]
     if len(lines) == 1:

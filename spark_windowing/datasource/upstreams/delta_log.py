@@ -34,6 +34,7 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.datasource import storage
 from spark_windowing.errors import OptionError
 
@@ -217,7 +218,7 @@ def read_added_files(stream: DeltaStream, files: Sequence[AddedFile], columns: l
     target = pa.schema([stream.schema.field(c) for c in wanted])
     tables = [_read_one(stream, f, target) for f in files]
     if not tables:
-        return target.empty_table()
+        return empty_table(target)
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 

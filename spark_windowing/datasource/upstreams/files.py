@@ -33,6 +33,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.datasource import storage
 from spark_windowing.datasource.options.ddl import DDL_FORMS, parse_ddl
 from spark_windowing.datasource.storage.layout import source_manifest
@@ -112,7 +113,7 @@ class FilesUpstream(Upstream):
 
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
         if not planned:
-            return self.cached_schema(columns).empty_table()
+            return empty_table(self.cached_schema(columns))
         rows = [f for f in self.cached_schema(None) if f.name not in (CORRUPT_RECORD, ORIGIN)]
         if columns:   # projected: only these columns are read (and must be readable)
             rows = [f for f in rows if f.name in columns]
@@ -203,7 +204,7 @@ def _parse_whole(data: bytes, fmt: str, schema: pa.Schema | None) -> pa.Table | 
     """A whole json/csv file in ``schema`` (None: inferred) in one call; None if any of it fails
     (then it is read line by line) or it is empty."""
     if not data.strip():
-        return schema.empty_table() if schema is not None else pa.table({})
+        return empty_table(schema) if schema is not None else pa.table({})
     try:
         if fmt == "json":
             opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore") if schema else None

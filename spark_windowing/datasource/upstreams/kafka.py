@@ -48,6 +48,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing.datasource.upstreams.kafka_options import (METADATA_TIMEOUT_S, OPTIONS, KafkaConfig,
                                                                 parse_kafka_options)
@@ -240,7 +241,7 @@ def read_ranges(cfg: KafkaConfig, fmt_schema: tuple[str, str | None], ranges: li
     fmt, schema_text = fmt_schema
     schema = row_schema(fmt, schema_text)
     if not ranges:
-        return schema.empty_table()
+        return empty_table(schema)
     want = {(t, p): (s, e) for t, p, s, e in ranges}
     got: dict[tuple[str, int], list] = {tp: [] for tp in want}
     c = _consumer(cfg, **{"enable.partition.eof": True, "auto.offset.reset": "error",

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from spark_windowing._arrow import empty_table
 from spark_windowing.datasource.storage.layout import BATCH_ID_KEY, CURRENT, HISTORY_TABLES, TRIGGERS, table_uri
 from spark_windowing.datasource.upstreams.base import Upstream
 from spark_windowing.datasource.upstreams.files import read_files
@@ -41,7 +42,7 @@ class PanesUpstream(Upstream):
 
     def read(self, planned: Any, columns: list[str] | None) -> pa.Table:
         if not planned:
-            return self.cached_schema(columns).empty_table()
+            return empty_table(self.cached_schema(columns))
         return read_files("parquet", planned, columns, self.cfg.schema_ddl)
 
 
