@@ -187,9 +187,9 @@ class TicksStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                               why="no micro-batch in its offset log" if n is None else
                               f"its newest micro-batch ({n}) was not planned with this query's offsets")
         now = offset_log.others(planned)
-        before = offset_log.offsets_of(checkpoint, n - 1) if n > 0 else None
-        if (before is None and n > 0) or now != (offset_log.others(before) if n > 0 else [None] * len(now)):
-            return moved                      # batch n took input (or cannot be compared): probe again
+        before = offset_log.offsets_of(checkpoint, n - 1) if n > 0 else [None] * len(now)
+        if before is None or now != offset_log.others(before):
+            return moved                      # batch n took input (or its predecessor is purged): probe again
         return {**moved, "end": True}         # batch n found every source read to its end
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
