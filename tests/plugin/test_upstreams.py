@@ -201,3 +201,13 @@ def test_planned_events_are_known_where_the_positions_tell_them(tmp_path):
                       timestampColumn="ts")
     assert kafka.planned_events({"t": {"0": 5, "1": 2}}, {"t": {"0": 9, "1": 12}}) == 14
     assert kafka.planned_events({"t": {"0": 5}}, {"t": {"0": 9, "1": 3}}) is None   # partition 1 is new
+
+
+def test_no_source_says_how_to_read_a_pane_table_too(tmp_path):
+    """A newcomer's ``spark.read.format("windowed").load(<the sink's path>)`` has no ``source``
+    (and no ``table``): the error names the kinds and the batch read of a pane table."""
+    from spark_windowing.errors import OptionError
+    with pytest.raises(OptionError) as e:
+        parse_options({"path": str(tmp_path / "panes" / "current")})
+    assert e.value.option == "source" and ", ".join(UPSTREAMS) in e.value.accepted
+    assert '.option("table", "current"' in e.value.accepted

@@ -72,6 +72,11 @@ def applicable_conf_defaults(explicit: dict[str, str], defaults: dict[str, str])
     return defaults
 
 
+#: Said when ``source`` is missing: a batch read of the pane tables is the other use of the format.
+_TABLE_READ = ('; or, to read a table the pane sink wrote: spark.read.format("windowed").option("path", '
+               '<the sink\'s path>).option("table", "current" | "triggers" | "retractions").load()')
+
+
 def _require(options: dict[str, str], name: str, accepted: str) -> str:
     raw = options.get(name.lower())
     if raw is None or not str(raw).strip():
@@ -103,7 +108,7 @@ def parse_options(raw: dict[str, str]) -> SourceConfig:
     unknown = sorted((k for k in raw if _unknown(k.lower())), key=str.lower)
     if unknown:
         raise unknown_option(unknown[0], raw[unknown[0]])
-    source = _require(options, "source", ", ".join(UPSTREAMS)).lower()
+    source = _require(options, "source", ", ".join(UPSTREAMS) + _TABLE_READ).lower()
     if source not in UPSTREAMS:
         raise OptionError("source", options["source"], ", ".join(UPSTREAMS))
     kind = UPSTREAMS[source]
