@@ -18,6 +18,7 @@ a lease renewed less than ``writerLease`` ago fails at once, before it writes an
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import tempfile
@@ -178,3 +179,20 @@ def add_release_listener(spark: Any) -> None:
     except Exception:   # e.g. a session without listener support: leases go stale instead
         return
     spark._windowed_lease_listener = listener
+    atexit.register(_remove_listener, spark, listener)
+
+
+def _remove_listener(spark: Any, listener: Any) -> None:
+    """At interpreter exit, while the Py4J gateway still answers: Spark's listener bus delivers
+    events after the fact, and one for a query stopped just before exit would call back into a
+    gone interpreter (``Connection refused`` and a Java stack trace on the console). So the bus is
+    let deliver what it holds (up to 10 s: the last query's termination releases its lease), then
+    the listener is removed."""
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+    except Exception:   # Spark Connect (no SparkContext here), or a bus that did not drain in time
+        pass
+    try:
+        spark.streams.removeListener(listener)
+    except Exception:   # the session or its gateway already stopped: nothing left to call back
+        pass
