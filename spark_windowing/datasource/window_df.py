@@ -52,12 +52,13 @@ How it runs (one Spark query; Spark sees a *stateless* one)::
   there shows a batch planned when every source had read all its input, the ticks ask for one
   more, whose tick tells each shard the input ended (``source.ticks``). So does a row whose
   watermark time is the end of time (``format("windowed")`` with ``endOfInput=fire`` fires its
-  last panes with that watermark). Either ends the input: the shard that reads it steps its rows, then moves its watermark to the end and
-  fires every window, in the same batch (Beam's and Flink's end of a bounded input passed down a
-  chain). Its next batch would never come. A shard that gets no such row in that batch fires at
-  the next input, as above: a keyless second stage (one shard: the argmax per window of NEXMark's
-  q5) gets them whenever the upstream fires anything at its end (the default trigger fires every
-  window still open); an upstream that fires nothing there passes on no end.
+  last panes with that watermark). Either ends the input: the shard that reads it steps its rows,
+  then moves its watermark to the end and fires every window, in the same batch (Beam's and Flink's
+  end of a bounded input passed down a chain). Its next batch would never come. A shard that gets no
+  such row in that batch fires at the next input, as above: a keyless second stage (one shard: the
+  argmax per window of NEXMark's q5) gets them whenever the upstream fires anything at its end (the
+  default trigger fires every window still open); an upstream that fires nothing there passes on no
+  end.
 * **Processing time, as ``format("windowed")`` has it**: processing-time windows (no
   ``timestampColumn``: an event's time is its batch's, ``current_timestamp()``, and the watermark
   ``processing(0)``), ``watermark=processing(lag)`` (the batch time − lag), ``watermarkIdleTimeout``

@@ -14,8 +14,8 @@ from typing import Any
 from spark_windowing.datasource._types import arrow_to_spark_schema
 from spark_windowing.datasource.options.ddl import parse_ddl
 from spark_windowing.datasource.options.reference import options_of
-from spark_windowing.datasource.options.values import choice_option, int_option
 from spark_windowing.datasource.options.config import END_OF_INPUT
+from spark_windowing.datasource.options.values import choice_option, int_option
 from spark_windowing.datasource.source.parse import KNOWN_OPTIONS, operator_spec, time_options, unknown_option
 from spark_windowing.errors import OptionError
 from spark_windowing.operator.watermark import parse_watermark
@@ -76,7 +76,8 @@ def parse_window_options(raw: dict[str, Any], default_shards: int = 2) -> dict[s
                           why="processing-time windows, watermark=processing(...), watermarkIdleTimeout and "
                               "processing-time triggers need the batches window(df) asks Spark for without input")
     end, checkpoint = _end_of_input(options, no_data == "true")
-    return {"spec": spec, "watermark": wm, "end_of_input": end, "checkpoint": checkpoint, "watermark_given": "watermark" in options, "malformed": malformed,
+    return {"spec": spec, "watermark": wm, "watermark_given": "watermark" in options, "malformed": malformed,
+            "end_of_input": end, "checkpoint": checkpoint,
             "no_data_batches": no_data == "true", "processing_time_windows": not ts_col, "clock": clock,
             "proc_timers": proc_timers,
             "shards": int_option(options, "shards", minimum=1, default=default_shards),
