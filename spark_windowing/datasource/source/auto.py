@@ -24,13 +24,14 @@ The rule (:func:`next_route`, :func:`crossover`):
    ends a large input, firing every window still open, stays where its panes are cheap). A batch
    whose events the upstream knows before reading them (``Upstream.planned_events``: the
    generators, Parquet files by their footers, Kafka by its offsets) goes to the ``executors``
-   when they are more than ``above``, without a driver batch to learn the size first. ``above`` is :data:`KRYO_CROSSOVER`
-   with Kryo (``spark.serializer``), else :data:`JAVA_CROSSOVER`: Spark hands the driver route's
-   panes to its task through the block manager (``PythonMicroBatchStreamBase`` puts them as a
-   ``MEMORY_AND_DISK_SER`` block, serialized row by row with ``spark.serializer``; no other way
-   exists for a Python source's planner to hand rows over), which Java serialization makes dearer
-   on large batches. The reader says once, when a batch goes to the executors under Java
-   serialization, which conf would keep such batches on the driver.
+   when they are more than ``above``, without a driver batch to learn the size first. ``above``
+   is :data:`KRYO_CROSSOVER` with Kryo (``spark.serializer``), else :data:`JAVA_CROSSOVER`: Spark
+   hands the driver route's panes to its task through the block manager
+   (``PythonMicroBatchStreamBase`` puts them as a ``MEMORY_AND_DISK_SER`` block, serialized row by
+   row with ``spark.serializer``; no other way exists for a Python source's planner to hand rows
+   over), which Java serialization makes dearer on large batches. The reader says once, when a
+   batch goes to the executors under Java serialization, which conf would keep such batches on
+   the driver.
 
 Measured (docs/performance.md, "execution=auto"): 10 micro-batches of tumbling windows, median
 seconds, executors / driver: 4 k events a batch 2.81 / 2.47 (Java), 2.43 / 2.02 (Kryo); 40 k
@@ -77,7 +78,6 @@ def next_route(previous: str | None, last_events: int | None, *, above: int | No
 
     >>> next_route("executors", 900_000, above=100_000, planned=0)
     'executors'
-    
     >>> next_route("driver", 300_000, above=200_000)
     'executors'
     >>> next_route("executors", 150_000, above=200_000)

@@ -56,7 +56,7 @@ class FilesUpstream(Upstream):
 
     def __init__(self, cfg: "SourceConfig") -> None:
         super().__init__(cfg)
-        self._row_counts: dict[str, int] = {}   # parquet footers read for ``planned_events``
+        self._row_counts: dict[str, int] = {}   # rows per file, for the read limits and ``planned_events``
 
     def schema(self) -> pa.Schema:
         """The ``schema`` option, else the first readable file's; then the corrupt-row columns."""
@@ -90,7 +90,7 @@ class FilesUpstream(Upstream):
         if max_rows is not None and end > start:
             rows, stop = 0, start
             while stop < end:
-                n = row_count(manifest[stop], self.cfg.source)
+                n = self._rows(manifest[stop])
                 if stop > start and rows + n > max_rows:
                     break
                 rows, stop = rows + n, stop + 1
@@ -102,11 +102,13 @@ class FilesUpstream(Upstream):
         None (counting their records means reading them)."""
         if self.cfg.source != "parquet":
             return None
-        planned = self.plan(start, end)
-        for uri in planned:
-            if uri not in self._row_counts:
-                self._row_counts[uri] = row_count(uri, "parquet")
-        return sum(self._row_counts[uri] for uri in planned)
+        return sum(self._rows(uri) for uri in self.plan(start, end))
+
+    def _rows(self, uri: str) -> int:
+        """A manifest file's rows (``row_count``), counted once: files are immutable once listed."""
+        if uri not in self._row_counts:
+            self._row_counts[uri] = row_count(uri, self.cfg.source)
+        return self._row_counts[uri]
 
     def plan(self, start: Any, end: Any) -> list[str]:
         return self.read_manifest()[int(start):int(end)]
