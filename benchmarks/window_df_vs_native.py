@@ -58,8 +58,10 @@ def run_window_df(spark, directory: str, window: str, max_files: int, delay: str
 
 
 def _drain(batches):
-    """The route's floor: read every Arrow batch of the shard, keep and emit nothing."""
-    for _ in batches:
+    """The route's floor: read every Arrow batch of the shard, keep and emit nothing (with the
+    prompt ACKs ``window(df)``'s tasks use, ``spark_windowing.datasource.loopback``)."""
+    from spark_windowing.datasource import loopback
+    for _ in loopback.acked(batches):
         pass
     return iter(())
 

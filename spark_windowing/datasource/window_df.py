@@ -108,7 +108,7 @@ import pyarrow.compute as pc
 
 from spark_windowing._arrow import field_type
 from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
-from spark_windowing.datasource import storage
+from spark_windowing.datasource import loopback, storage
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.datasource import spark_hash
@@ -331,7 +331,7 @@ class _ShardStep:
         batch b − 1."""
         from pyspark import TaskContext
         ctx = TaskContext.get()
-        return self.run(batches, shard=ctx.partitionId(), batch_id=int(ctx.getLocalProperty(_BATCH_ID)),
+        return self.run(loopback.acked(batches), shard=ctx.partitionId(), batch_id=int(ctx.getLocalProperty(_BATCH_ID)),
                         query_id=ctx.getLocalProperty(_QUERY_ID), run_id=ctx.getLocalProperty(_RUN_ID))
 
     def run(self, batches: Iterator[pa.RecordBatch], *, shard: int, batch_id: int,

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_windowing._arrow import empty_table
-from spark_windowing.datasource import trace
+from spark_windowing.datasource import loopback, trace
 from spark_windowing.datasource.tables import delta
 from spark_windowing.datasource.sink.settings import PaneFilesMessage, SinkOptions
 from spark_windowing.datasource.tables.delta import RETRACTIONS, STAGING, TRIGGERS, DataFile
@@ -54,7 +54,7 @@ class TaskWriter:
         key_columns = key_window_columns(self.schema)
         waited = time.time()   # until the first rows come: the task's read, and Spark's exchange
         try:
-            for batch in iterator:
+            for batch in loopback.acked(iterator):
                 if waited:
                     trace.record("sink.write.input_wait", waited, time.time())
                     waited = 0.0

@@ -116,7 +116,7 @@ from spark_windowing.datasource.sink import lease
 from spark_windowing.datasource.sink.commit import BatchCommit, timed
 from spark_windowing.datasource.sink.settings import APP_ID_PREFIX, PaneFilesMessage, SinkOptions, iso_us
 from spark_windowing.datasource.sink.task import TaskWriter, discard
-from spark_windowing.datasource import contract, storage, trace
+from spark_windowing.datasource import contract, loopback, storage, trace
 from spark_windowing.datasource.tables.delta import CURRENT, TABLES
 from spark_windowing.datasource._memory import release_arrow_memory
 from spark_windowing.datasource._types import spark_to_arrow_schema
@@ -134,6 +134,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
     """The ``windowed`` stream writer (see the module docstring)."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        loopback.prompt()
         with trace.span("sink.init"):
             self._init(options, schema, overwrite)
 
@@ -168,6 +169,7 @@ class PaneStreamWriter(DataSourceStreamArrowWriter):
             return TaskWriter(self.options, self.schema).run(iterator)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        loopback.prompt()
         with trace.span("sink.commit", batch=batchId):
             self._commit(messages, batchId)
 

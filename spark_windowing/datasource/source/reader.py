@@ -44,7 +44,7 @@ from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.source import pipeline, rescale, runs, shard_reports, sharding
 from spark_windowing.datasource.source.shard_reports import largest
 from spark_windowing.datasource.source.maxima import Maxima, batch_maxima
-from spark_windowing.datasource import storage, trace
+from spark_windowing.datasource import loopback, storage, trace
 from spark_windowing.datasource.contract import OFFSET_RUN, source_offset, state_record
 from spark_windowing.datasource.source.checks import (check_malformed, check_state_spec, checked_pane_schema,
                                                       recorded_options)
@@ -303,6 +303,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ read (executors)
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ShardPartition)
+        loopback.prompt()              # the panes go out to the JVM at once
         run = self.start_shard(partition, claim=True)
         if run is None:  # a spare slot: every shard is claimed (affinity)
             return
