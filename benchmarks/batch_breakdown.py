@@ -52,15 +52,23 @@ QUERIES = {
                                                                     "bids"),
                          "maxFilesPerTrigger": "1", "timestampColumn": "date_time", "window": "tumbling(10 seconds)",
                          "aggregate": "max_rows(price, auction, bidder, date_time)"},
+    # nexmark.py's q11 at the defaults, over the same files
+    "nexmark-q11-files": {"source": "parquet", "path": os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark",
+                                                                     "bids"),
+                          "maxFilesPerTrigger": "1", "timestampColumn": "date_time", "window": "session(10 seconds)",
+                          "keyColumns": "bidder", "aggregate": "count(*) AS bids"},
 }
 
 
-def _run(work: str, batches: int, events: int, query: str = "demo") -> list[dict]:
+def _run(work: str, batches: int, events: int, query: str = "demo", confs: tuple[str, ...] = ()) -> list[dict]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     import spark_windowing
-    spark = (SparkSession.builder.master("local[2]").appName("batch-breakdown")
+    builder = SparkSession.builder
+    for conf in confs:
+        builder = builder.config(*conf.split("=", 1))
+    spark = (builder.master("local[2]").appName("batch-breakdown")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.sql.streaming.numRecentProgressUpdates", str(max(100, batches))).getOrCreate())
@@ -139,11 +147,12 @@ def main() -> None:
     ap.add_argument("--query", choices=sorted(QUERIES), default="demo",
                     help="nexmark-q7-max: NEXMark q7's maximum price, execution=driver (with --events 10000: "
                          "nexmark.py --sink table's 1 M events in 100 batches)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark conf of the session")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         trace_file = os.path.join(work, "trace.jsonl")
         os.environ["SPARK_WINDOWING_TRACE"] = trace_file
-        progress = _run(work, args.batches, args.events, args.query)
+        progress = _run(work, args.batches, args.events, args.query, tuple(args.conf))
         with open(trace_file) as f:
             spans = [json.loads(line) for line in f]
         if args.keep:

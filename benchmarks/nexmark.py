@@ -218,6 +218,8 @@ def main() -> None:
     add_serializer_arg(ap)
     ap.add_argument("--sink", choices=("noop", "table"), default="noop",
                     help="noop: the windowing alone; table: each engine writes its result to tables (docstring)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark conf for the session both engines share (a tuning: report it as such)")
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -227,6 +229,8 @@ def main() -> None:
                .config("spark.sql.shuffle.partitions", "2").config("spark.ui.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC").config("spark.ui.showConsoleProgress", "false")
                .config("spark.serializer", SERIALIZERS[args.serializer]))
+    for conf in args.conf:
+        builder = builder.config(*conf.split("=", 1))
     if args.sink == "table" and native_table_format() == "delta":
         builder = _with_delta(builder)
     spark = builder.getOrCreate()
@@ -235,7 +239,8 @@ def main() -> None:
     into = ("the noop sink" if args.sink == "noop" else
             f"tables: ours the pane sink's Delta tables, native {native_table_format()} (pyspark {pyspark.__version__})")
     print(f"{bids:,} bids of {args.events:,} events in {args.batches} files; local[2]; results into {into}; "
-          f"ours: {_placement(args)}; spark.serializer: {args.serializer}")
+          f"ours: {_placement(args)}; spark.serializer: {args.serializer}"
+          + "".join(f"; --conf {c}" for c in args.conf))
     for name in args.only or DEFAULT:
         if name in OURS_ONLY:
             run_ours_only(spark, name, args)
