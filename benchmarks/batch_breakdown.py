@@ -57,10 +57,16 @@ QUERIES = {
                                                                      "bids"),
                           "maxFilesPerTrigger": "1", "timestampColumn": "date_time", "window": "session(10 seconds)",
                           "keyColumns": "bidder", "aggregate": "count(*) AS bids"},
+    # spark_vs_native.py's tumbling query at 400 k events over the files it wrote (run it first)
+    "bench-tumbling": {"source": "parquet", "path": os.path.join("out", "bench", "events-400000-10000-40"),
+                       "maxFilesPerTrigger": "4", "timestampColumn": "ts", "keyColumns": "k",
+                       "window": "tumbling(1 minute)", "aggregate": "sum(v) AS total, count(*) AS n",
+                       "watermark": "bounded(5 seconds)"},
 }
 
 
-def _run(work: str, batches: int, events: int, query: str = "demo", confs: tuple[str, ...] = ()) -> list[dict]:
+def _run(work: str, batches: int, events: int, query: str = "demo", confs: tuple[str, ...] = (),
+         noop: bool = False) -> list[dict]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -80,7 +86,9 @@ def _run(work: str, batches: int, events: int, query: str = "demo", confs: tuple
     if QUERIES[query]["source"] in ("generator", "nexmark"):
         reader = reader.option("eventsPerBatch", str(events))
     df = reader.load()
-    q = (df.writeStream.format("windowed").option("path", os.path.join(work, "panes"))
+    sink = df.writeStream.format("noop") if noop else \
+        df.writeStream.format("windowed").option("path", os.path.join(work, "panes"))
+    q = (sink
          .option("checkpointLocation", os.path.join(work, "chk")).trigger(processingTime="0 seconds").start())
     while (q.lastProgress or {}).get("batchId", -1) < batches - 1:   # one small call, not every progress
         if q.exception() is not None:
@@ -147,12 +155,13 @@ def main() -> None:
     ap.add_argument("--query", choices=sorted(QUERIES), default="demo",
                     help="nexmark-q7-max: NEXMark q7's maximum price, execution=driver (with --events 10000: "
                          "nexmark.py --sink table's 1 M events in 100 batches)")
+    ap.add_argument("--noop", action="store_true", help="into the noop sink (as spark_vs_native.py)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark conf of the session")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         trace_file = os.path.join(work, "trace.jsonl")
         os.environ["SPARK_WINDOWING_TRACE"] = trace_file
-        progress = _run(work, args.batches, args.events, args.query, tuple(args.conf))
+        progress = _run(work, args.batches, args.events, args.query, tuple(args.conf), args.noop)
         with open(trace_file) as f:
             spans = [json.loads(line) for line in f]
         if args.keep:

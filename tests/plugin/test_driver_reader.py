@@ -126,3 +126,27 @@ def test_the_reader_pickles_without_its_step_thread_and_batch(tmp_path):
     assert copy._batch is None and reader._batch is not None
     again = copy.latestOffset(start, copy.getDefaultReadLimit())
     assert (again["seq"], again["up"]) == (end["seq"], end["up"]) and copy._batch is not None
+
+
+def test_the_driver_reads_a_batch_once_for_all_its_shards(tmp_path):
+    """Every shard of an upstream that gives each shard the whole batch (the generator, files)
+    keeps its own keys of it: on the driver, one process steps them all, so it reads the batch
+    once; a task of the executors route reads it for its shard."""
+    driver = _reader(DriverStreamReader, str(tmp_path / "driver"), "driver")
+    plain = _reader(WindowedStreamReader, str(tmp_path / "plain"), "executors")
+    reads: list[str] = []
+    for name, reader in (("driver", driver.inner), ("executors", plain)):
+        real = reader.up.read
+        reader.up.read = lambda planned, columns, real=real, name=name: reads.append(name) or real(planned, columns)
+    start_d, start_p = driver.initialOffset(), plain.initialOffset()
+    for batch in range(3):
+        end_d = driver.latestOffset(start_d, driver.getDefaultReadLimit())
+        driver.partitions(start_d, end_d)
+        panes = _canonical(driver.getCache(start_d, end_d))
+        end_p = plain.latestOffset(start_p, plain.getDefaultReadLimit())
+        assert panes == _canonical(b for p in plain.partitions(start_p, end_p) for b in plain.read(p))
+        driver.commit(end_d)
+        plain.commit(end_p)
+        start_d, start_p = end_d, end_p
+        assert (reads.count("driver"), reads.count("executors")) == (batch + 1, 2 * (batch + 1))
+    assert driver.inner._shared_read is None        # nothing kept after the step

@@ -137,11 +137,12 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
 
     def _step(self, start: dict, end: dict) -> tuple[list[UpstreamShard], list[pa.RecordBatch]]:
         runs, panes = [], []
-        for partition in self.inner.shard_partitions(start, end, spare_slots=False):
-            run = self.inner.start_shard(partition, claim=False)
-            assert run is not None
-            panes.extend(self.inner.step_shard(run))
-            runs.append(run)
+        with self.inner.one_read_per_batch():
+            for partition in self.inner.shard_partitions(start, end, spare_slots=False):
+                run = self.inner.start_shard(partition, claim=False)
+                assert run is not None
+                panes.extend(self.inner.step_shard(run))
+                runs.append(run)
         return runs, panes
 
     def _write(self, batch: _Stepped) -> None:
@@ -170,11 +171,12 @@ class DriverStreamReader(_SimpleStreamReaderWrapper):
 
     def read(self, partition: SimpleInputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         """A task's replay of a logged batch: every shard from its snapshot at the start offset."""
-        for shard_partition in self.inner.shard_partitions(partition.start, partition.end, spare_slots=False):
-            run = self.inner.start_shard(shard_partition, claim=False)
-            assert run is not None
-            yield from self.inner.step_shard(run)
-            self.inner.finish_shard(run)
+        with self.inner.one_read_per_batch():
+            for shard_partition in self.inner.shard_partitions(partition.start, partition.end, spare_slots=False):
+                run = self.inner.start_shard(shard_partition, claim=False)
+                assert run is not None
+                yield from self.inner.step_shard(run)
+                self.inner.finish_shard(run)
 
     def commit(self, end: dict) -> None:
         if self._batch is not None and self._batch.end == _key(end):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -123,6 +124,7 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._run_checked = False  # the state location holds the state of the offsets' run (``runs``)
         self._recorded_shards = self.cfg.shards  # spec.json's count: that of offsets without "shards"
         self.last_events: int | None = None  # events the shards read in the last batch (execution=auto)
+        self._shared_read: dict | None = None  # within one_read_per_batch: the batch's read, by plan
 
     # ------------------------------------------------------------------ offsets (driver)
     def initialOffset(self) -> dict:
@@ -346,22 +348,47 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """What the shard's step decided, written (``pipeline.finish_shard``)."""
         pipeline.finish_shard(shard.run, self.cfg, late_writer=late_writer(self.cfg, shard.end.get(OFFSET_RUN)))
 
+    @contextmanager
+    def one_read_per_batch(self) -> Iterator[None]:
+        """Within the block (the driver stepping every shard of one batch in this process), shards
+        given the same plan (an upstream that gives each shard the whole batch) share one read of
+        it and its key hashes; nothing is kept after the block."""
+        self._shared_read = {}
+        try:
+            yield
+        finally:
+            self._shared_read = None
+
+    def _read(self, planned: Any, columns: list[str] | None) -> tuple[pa.Table, np.ndarray | None]:
+        """The events of ``planned`` and their key hashes (None without key columns or rows); once
+        per plan within ``one_read_per_batch``."""
+        shared = self._shared_read
+        if shared is not None and shared.get("planned") is planned:
+            return shared["rows"]
+        table = self.up.read(planned, columns)
+        keys = self.cfg.spec.key_columns
+        rows = table, (sharding.key_hash(table, keys) if keys and table.num_rows else None)
+        if shared is not None:
+            shared.update(planned=planned, rows=rows)
+        return rows
+
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
         cfg, up = self.cfg, self.up
+        key_hash = None
         if self.up2 is not None:  # join: both streams' batches as one table with a side column
             t1 = up.read(partition.planned[0], None)
             t2 = self.up2.read(partition.planned[1], None)
             schema = join.union_schema(up.cached_schema(None), self.up2.cached_schema(None), cfg.spec)
             table = join.union(t1, t2, cfg.spec, schema)
+            if cfg.spec.key_columns and table.num_rows:
+                key_hash = sharding.key_hash(table, cfg.spec.key_columns)
         else:
             columns = None if cfg.late_data_path else needed_columns(cfg)
-            table = up.read(up.shard_plan(partition.planned, partition.shard), columns)
+            table, key_hash = self._read(up.shard_plan(partition.planned, partition.shard), columns)
         disjoint = up.disjoint_shards  # the shard read only its own keys' events
         shards = int(partition.end["shards"])
-        key_hash = None
-        if cfg.spec.key_columns and table.num_rows:
-            key_hash = sharding.key_hash(table, cfg.spec.key_columns)
+        if key_hash is not None:
             if shards > 1 and not disjoint:  # every shard read the batch: keep this shard's keys
                 mine = np.flatnonzero(key_hash % np.uint64(shards) == partition.shard)
                 table, key_hash = table.take(pa.array(mine)), key_hash[mine]
