@@ -150,3 +150,8 @@ def test_the_driver_reads_a_batch_once_for_all_its_shards(tmp_path):
         start_d, start_p = end_d, end_p
         assert (reads.count("driver"), reads.count("executors")) == (batch + 1, 2 * (batch + 1))
     assert driver.inner._shared_read is None        # nothing kept after the step
+    import pickle
+    del plain.up.read                                # the counting wrapper does not pickle
+    with plain.one_read_per_batch():                 # Spark pickles the reader for its tasks:
+        plain._shared_read.update(planned=object(), rows=(object(), None))   # without what it holds
+        assert plain._shared_read and pickle.loads(pickle.dumps(plain))._shared_read is None

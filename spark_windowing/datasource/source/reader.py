@@ -348,6 +348,10 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """What the shard's step decided, written (``pipeline.finish_shard``)."""
         pipeline.finish_shard(shard.run, self.cfg, late_writer=late_writer(self.cfg, shard.end.get(OFFSET_RUN)))
 
+    def __getstate__(self) -> dict:
+        """Pickled for the tasks without a batch read ``one_read_per_batch`` holds in this process."""
+        return {**self.__dict__, "_shared_read": None}
+
     @contextmanager
     def one_read_per_batch(self) -> Iterator[None]:
         """Within the block (the driver stepping every shard of one batch in this process), shards
