@@ -36,6 +36,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.join(ROOT, "benchmarks")]
 
 
+#: The bids files ``nexmark.py`` writes (its default ``--dir``).
+NEXMARK_BIDS = os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark", "bids")
+
 #: The queries it can run: the demo's, and NEXMark's q7 maximum (``execution=driver``, one shard:
 #: the configuration of ``nexmark.py --sink table --execution driver --shards 1``).
 QUERIES = {
@@ -48,14 +51,12 @@ QUERIES = {
     "nexmark-q7": {"source": "nexmark", "nexmarkEvents": "bid", "timestampColumn": "date_time",
                    "window": "tumbling(10 seconds)", "aggregate": "max_rows(price, auction, bidder, date_time)"},
     # nexmark.py's q7 at the defaults, over the bids files it wrote (run it first; --events is ignored)
-    "nexmark-q7-files": {"source": "parquet", "path": os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark",
-                                                                    "bids"),
-                         "maxFilesPerTrigger": "1", "timestampColumn": "date_time", "window": "tumbling(10 seconds)",
+    "nexmark-q7-files": {"source": "parquet", "path": NEXMARK_BIDS, "maxFilesPerTrigger": "1",
+                         "timestampColumn": "date_time", "window": "tumbling(10 seconds)",
                          "aggregate": "max_rows(price, auction, bidder, date_time)"},
     # nexmark.py's q11 at the defaults, over the same files
-    "nexmark-q11-files": {"source": "parquet", "path": os.path.join(tempfile.gettempdir(), "spark-windowing-nexmark",
-                                                                     "bids"),
-                          "maxFilesPerTrigger": "1", "timestampColumn": "date_time", "window": "session(10 seconds)",
+    "nexmark-q11-files": {"source": "parquet", "path": NEXMARK_BIDS, "maxFilesPerTrigger": "1",
+                          "timestampColumn": "date_time", "window": "session(10 seconds)",
                           "keyColumns": "bidder", "aggregate": "count(*) AS bids"},
     # spark_vs_native.py's tumbling query at 400 k events over the files it wrote (run it first)
     "bench-tumbling": {"source": "parquet", "path": os.path.join("out", "bench", "events-400000-10000-40"),

@@ -331,8 +331,9 @@ class _ShardStep:
         batch b − 1."""
         from pyspark import TaskContext
         ctx = TaskContext.get()
-        return self.run(loopback.acked(batches), shard=ctx.partitionId(), batch_id=int(ctx.getLocalProperty(_BATCH_ID)),
-                        query_id=ctx.getLocalProperty(_QUERY_ID), run_id=ctx.getLocalProperty(_RUN_ID))
+        return self.run(loopback.acked(batches), shard=ctx.partitionId(),
+                        batch_id=int(ctx.getLocalProperty(_BATCH_ID)), query_id=ctx.getLocalProperty(_QUERY_ID),
+                        run_id=ctx.getLocalProperty(_RUN_ID))
 
     def run(self, batches: Iterator[pa.RecordBatch], *, shard: int, batch_id: int,
             query_id: str, run_id: str | None = None) -> Iterator[pa.RecordBatch]:

@@ -370,23 +370,25 @@ class WindowedStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if shared is not None and shared.get("planned") is planned:
             return shared["rows"]
         table = self.up.read(planned, columns)
-        keys = self.cfg.spec.key_columns
-        rows = table, (sharding.key_hash(table, keys) if keys and table.num_rows else None)
+        rows = table, self._key_hash(table)
         if shared is not None:
             shared.update(planned=planned, rows=rows)
         return rows
 
+    def _key_hash(self, table: pa.Table) -> np.ndarray | None:
+        """The key hashes of ``table``'s rows (None without key columns or rows)."""
+        keys = self.cfg.spec.key_columns
+        return sharding.key_hash(table, keys) if keys and table.num_rows else None
+
     def _events(self, partition: ShardPartition) -> tuple[pa.Table, np.ndarray | None]:
         """This shard's events of the batch, and their key hashes (shared with the state store)."""
         cfg, up = self.cfg, self.up
-        key_hash = None
         if self.up2 is not None:  # join: both streams' batches as one table with a side column
             t1 = up.read(partition.planned[0], None)
             t2 = self.up2.read(partition.planned[1], None)
             schema = join.union_schema(up.cached_schema(None), self.up2.cached_schema(None), cfg.spec)
             table = join.union(t1, t2, cfg.spec, schema)
-            if cfg.spec.key_columns and table.num_rows:
-                key_hash = sharding.key_hash(table, cfg.spec.key_columns)
+            key_hash = self._key_hash(table)
         else:
             columns = None if cfg.late_data_path else needed_columns(cfg)
             table, key_hash = self._read(up.shard_plan(partition.planned, partition.shard), columns)
