@@ -10,8 +10,9 @@ the same schema.
 
 How it runs (one Spark query; Spark sees a *stateless* one)::
 
-    df ─ __sw_wm = event time − delay (µs; null when beyond maxEventTimeAhead)
-       ─ __sw_bt = the batch's timestamp ─ __sw_part = a label of the key's shard
+    df ─ __sw_bt = the batch's timestamp (µs; ``window_columns``)
+       ─ __sw_wm = event time − delay (µs; null when beyond maxEventTimeAhead)
+       ─ __sw_part = a label of the key's shard
        ─ repartition(shards, __sw_part) ─ mapInArrow(_ShardStep)      one task per shard
 
 * **One shuffle, no sort, no pandas.** Rows go to their key shard's partition (``shards``, by
@@ -106,9 +107,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_windowing._arrow import field_type
-from spark_windowing._time import GLOBAL_END, UNIT_FACTORS
-from spark_windowing.datasource import loopback, storage
+from spark_windowing._time import GLOBAL_END
+from spark_windowing.datasource import loopback, storage, trace
 from spark_windowing.datasource._types import arrow_to_spark_schema, spark_to_arrow_schema
 from spark_windowing.datasource.options.config import PROC_TIME_COLUMN, SourceConfig
 from spark_windowing.datasource import spark_hash
@@ -119,6 +119,8 @@ from spark_windowing.datasource.source.sharding import shard_labels
 from spark_windowing.datasource.source.ticks import TICK_COLUMN, TICKS_OPTION, point_to, ticks_settings
 from spark_windowing.datasource.storage import layout
 from spark_windowing.datasource.tables import pane_spec
+from spark_windowing.datasource.window_columns import (BT_COLUMN, DELAY_KEY, PART_COLUMN, WM_COLUMN, batch_time_column,
+                                                       watermark_time)
 from spark_windowing.datasource.window_options import (WINDOW_OPTIONS, declared_schema, parse_window_options,
                                                        refuse_changes)
 from spark_windowing.datasource.tables.late import check_late_table, create_late_table, record_late_table
@@ -131,11 +133,7 @@ if TYPE_CHECKING:
 
 __all__ = ["window", "WINDOW_OPTIONS"]
 
-#: Internal columns: the watermark's time (µs, delay subtracted), the batch time (µs), the shard label.
-WM_COLUMN, BT_COLUMN, PART_COLUMN = "__sw_wm", "__sw_bt", "__sw_part"
 INTERNAL = (WM_COLUMN, BT_COLUMN, PART_COLUMN, TICK_COLUMN)
-#: The column metadata key of Spark's watermark marker (``EventTimeWatermark.delayKey``).
-_DELAY_KEY = "spark.watermarkDelayMs"
 #: The task-local properties Spark's micro-batch execution sets (``MicroBatchExecution.BATCH_ID_KEY``,
 #: ``StreamExecution.QUERY_ID_KEY``).
 _BATCH_ID, _QUERY_ID = "streaming.sql.batchId", "sql.streaming.queryId"
@@ -151,15 +149,6 @@ _CHECKED: dict[tuple[str, str, str | None, str, int], list] = {}
 _POINTED: set[tuple[str, str]] = set()
 
 
-def _time_expr(column: str, arrow_type: pa.DataType, unit: str | None):
-    """A Spark expression: ``column`` as a timestamp, read as the operator reads it."""
-    from pyspark.sql import functions as F
-    c = F.col(column)
-    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
-        return F.timestamp_micros(F.round(c * F.lit(UNIT_FACTORS[unit or "ms"])).cast("long"))
-    return c.cast("timestamp")  # timestamp, date, ISO-8601 string
-
-
 def window(df: "DataFrame", **options: Any) -> "DataFrame":
     """Window the streaming DataFrame ``df``: a streaming DataFrame of pane rows (the schema of
     ``format("windowed")`` with the same options). Raises ``OptionError`` for a bad option."""
@@ -173,9 +162,10 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
         if name in struct.fieldNames():
             raise OptionError("df", name, f"a DataFrame without the internal columns {', '.join(INTERNAL)}",
                               why=f"column {name!r} is used by window(df)")
+    batch_time = batch_time_column(spark)
     if cfg["processing_time_windows"]:   # an event's time is its batch's (format("windowed")'s rule)
         from pyspark.sql.types import StructField, StructType, TimestampType
-        df = df.withColumn(PROC_TIME_COLUMN, F.current_timestamp())
+        df = df.withColumn(PROC_TIME_COLUMN, F.timestamp_micros(batch_time))
         struct = StructType(list(struct.fields) + [StructField(PROC_TIME_COLUMN, TimestampType())])
     in_schema = spark_to_arrow_schema(struct)
     op = WindowedOperator(spec, in_schema)  # binds: key, time, aggregate columns checked here
@@ -188,7 +178,8 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
             check_late_table(cfg["state_location"], cfg["late_path"],
                              has_batches=runs.batch_state(cfg["state_location"]) is not None)
         create_late_table(cfg["late_path"], op.late_schema())
-    staged = df.withColumn(WM_COLUMN, _watermark_time(own, cfg["watermark"], spec, in_schema))
+    staged = df.withColumn(BT_COLUMN, batch_time)
+    staged = staged.withColumn(WM_COLUMN, watermark_time(own, cfg["watermark"], spec, in_schema))
     shards = cfg["shards"]
     keys = [F.col(k) for k in spec.key_columns]
     shard = F.pmod(F.xxhash64(*keys), F.lit(shards)).cast("int") if keys else F.lit(0)
@@ -196,8 +187,7 @@ def window(df: "DataFrame", **options: Any) -> "DataFrame":
     staged = staged.withColumn(PART_COLUMN, F.element_at(labels, shard + 1))
     writer = f"spark-windowing-late:window-df:{cfg['query_name'] or spec.fingerprint()}"
     state_base = _default_state_base(spark)
-    staged = _with_ticks(staged, cfg, state_base)
-    staged = staged.withColumn(BT_COLUMN, F.unix_micros(F.current_timestamp()))   # the ticks' rows too
+    staged = _with_ticks(staged, cfg, state_base, batch_time)
     step = _ShardStep(spec, in_schema, cfg, writer, state_base)
     # one shard takes every row: no shuffle, its step runs in the task that makes them
     staged = staged.coalesce(1) if shards == 1 else staged.repartition(shards, PART_COLUMN)
@@ -221,10 +211,11 @@ def _own_watermark(df: "DataFrame", options: dict[str, Any], *, given: bool) -> 
     return own
 
 
-def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str) -> "DataFrame":
-    """``staged`` with ``source.ticks`` unioned in (``noDataBatches``): Spark runs a batch without
-    input when the windows the watermark closed are due. Sets ``cfg["pointer"]``: where the shards
-    name their state location for the ticks, when it is per query id."""
+def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str, batch_time: Any) -> "DataFrame":
+    """``staged`` with ``source.ticks`` unioned in (``noDataBatches``), their rows with the batch's
+    time: Spark runs a batch without input when the windows the watermark closed are due. Sets
+    ``cfg["pointer"]``: where the shards name their state location for the ticks, when it is per
+    query id."""
     cfg["pointer"] = None
     if not cfg["no_data_batches"]:
         return staged
@@ -239,7 +230,7 @@ def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str) -> "DataFrame":
     ticks = staged.sparkSession.readStream.format("windowed").option(
         TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"], partition=cfg["shards"] == 1,
                                      clock=clock, end=end)).load()
-    return staged.unionByName(ticks, allowMissingColumns=True)
+    return staged.unionByName(ticks.withColumn(BT_COLUMN, batch_time), allowMissingColumns=True)
 
 
 def _declare_columns(staged: "DataFrame", struct: Any, *, ticks: bool) -> None:
@@ -249,37 +240,9 @@ def _declare_columns(staged: "DataFrame", struct: Any, *, ticks: bool) -> None:
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
     if hasattr(staged, "_cached_schema"):       # a Spark Connect DataFrame (classic ones analyze eagerly)
         staged._cached_schema = StructType(list(struct.fields) + [
-            StructField(WM_COLUMN, LongType()), StructField(PART_COLUMN, IntegerType())]
-            + ([StructField(TICK_COLUMN, IntegerType())] if ticks else []) + [StructField(BT_COLUMN, LongType())])
-
-
-def _watermark_time(own: list, wm: Any, spec: OperatorSpec, in_schema: pa.Schema):
-    """The Spark expression of ``__sw_wm``: the time this row moves the watermark to (µs, the delay
-    subtracted; null: it moves none). ``own``: the DataFrame's ``withWatermark`` columns (their
-    least ``column − delay``); else the ``watermark`` option (``bounded(d)``: the event time − d;
-    ``column(c)``: c). An event beyond ``maxEventTimeAhead`` of the batch moves no watermark: the
-    step sends it to the late table as ``future``."""
-    from pyspark.sql import functions as F
-    if wm.kind == "processing" and not own:   # the clock's: the shards take it from the batch time
-        return F.lit(None).cast("long")
-    if own:
-        times = [F.unix_micros(F.col(f"`{f.name}`").cast("timestamp")) - F.lit(int(f.metadata[_DELAY_KEY]) * 1000)
-                 for f in own]
-        wm_time = times[0] if len(times) == 1 else F.least(*times)
-    else:
-        wm_col = wm.column if wm.kind == "column" else spec.timestamp_column
-        wm_type = field_type(in_schema, wm_col)
-        if wm_type is None:
-            raise OptionError("watermark", f"column({wm_col})", f"column(<a column of {in_schema.names}>)",
-                              why="no such column")
-        delay = int(wm.delay) if wm.kind == "bounded" else 0
-        wm_time = F.unix_micros(_time_expr(wm_col, wm_type, spec.timestamp_unit)) - F.lit(delay)
-    if spec.max_time_ahead is not None:
-        event = F.unix_micros(_time_expr(spec.timestamp_column, field_type(in_schema, spec.timestamp_column),
-                                         spec.timestamp_unit))
-        limit = F.unix_micros(F.current_timestamp()) + F.lit(spec.max_time_ahead)
-        wm_time = F.when(event.isNull() | (event <= limit), wm_time)
-    return wm_time
+            StructField(BT_COLUMN, LongType()), StructField(WM_COLUMN, LongType()),
+            StructField(PART_COLUMN, IntegerType())]
+            + ([StructField(TICK_COLUMN, IntegerType())] if ticks else []))
 
 
 def _refuse_lost_watermark(df: "DataFrame") -> None:
@@ -293,7 +256,7 @@ def _refuse_lost_watermark(df: "DataFrame") -> None:
 
 def _marked(df: "DataFrame") -> list:
     """The fields of ``df`` that carry Spark's watermark marker (a ``withWatermark`` on them)."""
-    return [f for f in df.schema.fields if _DELAY_KEY in (f.metadata or {})]
+    return [f for f in df.schema.fields if DELAY_KEY in (f.metadata or {})]
 
 
 def _default_shards(spark: Any) -> int:
@@ -339,13 +302,15 @@ class _ShardStep:
             query_id: str, run_id: str | None = None) -> Iterator[pa.RecordBatch]:
         """Shard ``shard``'s step of Spark's micro-batch ``batch_id`` over ``batches`` (the rows
         Spark's shuffle gave its partition, with the internal columns)."""
+        begun = time.time()
         root = self.state or f"{self.state_base}/{query_id}"
         history = self._check_recorded(root, query_id, run_id, batch_id)
         old = count_at(history, batch_id - 1) if batch_id > 0 else self.shards   # != shards: a rescale
         if self.pointer and (self.pointer, root) not in _POINTED:   # the ticks learn where the reports are
             point_to(self.pointer, root)
             _POINTED.add((self.pointer, root))
-        table, bt, ended = _rows_and_time(batches)
+        with trace.span("window_df.input", shard=shard, batch=batch_id):
+            table, bt, ended = _rows_and_time(batches)
         batch_max = GLOBAL_END if ended else pc.max(table.column(WM_COLUMN)).as_py() if table is not None else None
         events = self._events(table) if table is not None else None
         reports = shard_reports.read_driver_reports(root, batch_id, old) if batch_id > 0 else \
@@ -357,8 +322,9 @@ class _ShardStep:
         if bt is None and not self.clock:   # no row, no batch time: the step's own (module docstring)
             bt = time.time_ns() // 1000
         cfg = self._config(root)
-        run = pipeline.open_shard(cfg, shard, batch_id, batch_id + 1, self.in_schema, old_shards=old,
-                                  shards=self.shards, router=spark_shard_of)
+        with trace.span("window_df.open", shard=shard, batch=batch_id):
+            run = pipeline.open_shard(cfg, shard, batch_id, batch_id + 1, self.in_schema, old_shards=old,
+                                      shards=self.shards, router=spark_shard_of)
         run.report["max_event_us"] = largest([seen, batch_max])   # the next batch's watermark
         run.report["last_input_us"] = bt if table is not None else last_input   # the idle timeout's
         key_hash = sharding.key_hash(events, self.spec.key_columns) if events is not None \
@@ -373,13 +339,15 @@ class _ShardStep:
         if malformed and self.malformed == "fail":
             raise WindowingError(f"malformedEvents=fail: {malformed} row(s) of key shard {shard} have no "
                                  f"readable event time in column {self.spec.timestamp_column!r}")
-        pipeline.finish_shard(run, cfg, late_writer=self.writer)
+        with trace.span("window_df.finish", shard=shard, batch=batch_id):
+            pipeline.finish_shard(run, cfg, late_writer=self.writer)
         if batch_id % pipeline.GC_EVERY == 0 and batch_id > 0:
             pipeline.collect_shard_garbage(root, shard, batch_id)
             if shard == 0:
                 _drop_shards_beyond(root, history, self.shards, batch_id)
             if shard == 0:
                 shard_reports.drop_batches_before(layout.reports_dir(root), batch_id - 20)
+        trace.record("window_df.task", begun, time.time(), shard=shard, batch=batch_id)
 
     def _events(self, table: pa.Table) -> pa.Table:
         """The batch's rows as the operator's input: internal columns dropped, Spark's Arrow types
