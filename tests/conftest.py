@@ -98,16 +98,18 @@ def kafka_broker(tmp_path_factory):
     broker.stop()
 
 
-#: The suite's longest files, longest first (``--durations`` of a whole run, 2026-11-25: 100-370 s
+#: The suite's longest files, longest first (``--durations=0`` of a whole run, 2026-12-07: 95-450 s
 #: each). ``scripts/test.sh`` runs the suite in two xdist processes a file at a time, in collection
 #: order (``--no-loadscope-reorder``); starting these first and ending with the many short files
 #: lets both processes finish together. Before, xdist ordered files by test count, which put these
 #: (one to four tests each) last: one process ran a crash test for minutes while the other idled.
 LONGEST_FIRST = (
-    "cluster/test_cluster.py", "spark/test_window_df.py", "spark/test_rescale.py", "spark/test_sink_crash.py",
-    "spark/test_no_register.py", "spark/test_examples.py", "spark/test_source.py", "spark/test_kafka.py",
-    "spark/test_window_df_crash.py", "spark/test_source_replay.py", "spark/test_sink.py",
-    "spark/test_loud_mistakes.py", "spark/test_docs_blocks.py", "spark/test_wheel.py",
+    "spark/test_declarative_pipelines.py", "spark/test_window_df.py", "cluster/test_cluster.py",
+    "spark/test_source_replay.py", "spark/test_restart_settings.py", "spark/test_window_df_pipeline.py",
+    "spark/test_notebook_day.py", "spark/test_window_df_clock.py", "spark/test_examples.py",
+    "spark/test_driver_execution.py", "spark/test_docs_blocks.py", "spark/test_window_df_crash.py",
+    "spark/test_kafka.py", "spark/test_rescale.py", "spark/test_wheel.py", "spark/test_nexmark.py",
+    "spark/test_sink_crash.py", "spark/test_late_table_lost.py", "spark/test_no_register.py",
 )
 
 
