@@ -34,7 +34,8 @@ PARALLEL=(-n "${SPARK_WINDOWING_TEST_WORKERS:-2}" --dist loadfile --no-loadscope
 # instead of 43). Not in step 2: delta-spark's queries ran 40-100% longer with it (2026-11-25).
 C1_JVM="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # ... and map Spark's classes from a class-data-sharing archive made once per virtualenv
-# (scripts/_spark_cds.py): a fresh JVM's start took 11-13 CPU-s instead of 19-22 (2026-12-07).
+# (scripts/_spark_cds.py): a fresh local job with one query took 11-13 CPU-s instead of 19-22, and
+# test_window_df_crash.py (three fresh jobs) 84 CPU-s / 61 s instead of 115 / 88 (2026-12-07).
 CDS_ARCHIVE="$("$VENV/bin/python" "$ROOT/scripts/_spark_cds.py" "$VENV" "$C1_JVM" || true)"
 STEP1_JVM="$C1_JVM${CDS_ARCHIVE:+ -XX:SharedArchiveFile=$CDS_ARCHIVE -Xlog:cds*=off}"
 set +e
