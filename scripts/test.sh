@@ -36,10 +36,13 @@ C1_JVM="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # ... and map Spark's classes from a class-data-sharing archive made once per virtualenv
 # (scripts/_spark_cds.py): a fresh local job with one query took 11-13 CPU-s instead of 19-22, and
 # test_window_df_crash.py (three fresh jobs) 84 CPU-s / 61 s instead of 115 / 88 (2026-12-07).
-CDS_ARCHIVE="$("$VENV/bin/python" "$ROOT/scripts/_spark_cds.py" "$VENV" "$C1_JVM" || true)"
-STEP1_JVM="$C1_JVM${CDS_ARCHIVE:+ -XX:SharedArchiveFile=$CDS_ARCHIVE -Xlog:cds*=off}"
+# A SPARK_SUBMIT_OPTS of the caller's is used as it is, and no archive is made for it.
+if [ -z "${SPARK_SUBMIT_OPTS+set}" ]; then
+  CDS_ARCHIVE="$("$VENV/bin/python" "$ROOT/scripts/_spark_cds.py" "$VENV" "$C1_JVM" || true)"
+  SPARK_SUBMIT_OPTS="$C1_JVM${CDS_ARCHIVE:+ -XX:SharedArchiveFile=$CDS_ARCHIVE -Xlog:cds*=off}"
+fi
 set +e
-SPARK_SUBMIT_OPTS="${SPARK_SUBMIT_OPTS-$STEP1_JVM}" "$VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" "$@"
+SPARK_SUBMIT_OPTS="$SPARK_SUBMIT_OPTS" "$VENV/bin/python" -m pytest -m "not slow" "${PARALLEL[@]}" "$@"
 rc=$?
 set -e
 if [ -n "$DELTA_STEP" ]; then
