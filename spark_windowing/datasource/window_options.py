@@ -29,8 +29,10 @@ WINDOW_OPTIONS = ("window", "trigger", "accumulationmode", "aggregate", "process
                   "statebuckets", "statememoryrows", "queryname", "maxeventtimeahead", "statelocation",
                   "countorder", "schema", "nodatabatches", "watermarkidletimeout", "endofinput",
                   "checkpointlocation")
-#: The documented spelling of each option (docs/options.md's registry), for error messages.
-_SPELLED = {o.name.lower(): o.name for o in options_of("reader")}
+#: The documented spelling of each option (docs/options.md's registry, and docs/window-dataframe.md
+#: for window(df)'s own), for error messages.
+_SPELLED = {**{o.name.lower(): o.name for o in options_of("reader")},
+            "nodatabatches": "noDataBatches", "checkpointlocation": "checkpointLocation"}
 _ACCEPTED = ", ".join(_SPELLED.get(o, o) for o in WINDOW_OPTIONS)
 _WHY_UPSTREAM = "an upstream option of format(\"windowed\"): window(df) windows the DataFrame it is given"
 _WHY_CHECKPOINT = ("window(df) learns that the DataFrame's sources read all their input from Spark's offset log in "
@@ -48,7 +50,7 @@ def _check_names(raw: dict[str, Any]) -> dict[str, str]:
         if low not in WINDOW_OPTIONS:
             if low in KNOWN_OPTIONS or "." in low:
                 raise OptionError(name, value, f"the options of window(df): {_ACCEPTED}", why=_WHY_UPSTREAM)
-            raise unknown_option(name, value, WINDOW_OPTIONS, "the options of window(df)")
+            raise unknown_option(name, value, WINDOW_OPTIONS, "the options of window(df)", spelled=_SPELLED)
         out[low] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
 

@@ -54,3 +54,20 @@ def test_known_options_are_documented_as_spelled():
     documented = set(re.findall(r"^\| `([A-Za-z0-9.]+)`", OPTIONS_PAGE.read_text(), re.M))
     assert all(_DOCUMENTED[d.lower()] == d for d in documented if d.lower() in _DOCUMENTED)
     assert {d.lower() for d in documented} >= KNOWN_OPTIONS
+
+
+WINDOW_DF_PAGE = Path(__file__).resolve().parents[2] / "docs" / "window-dataframe.md"
+
+
+def test_window_df_errors_spell_every_option_as_documented():
+    """``window(df)``'s own options (``noDataBatches``, ``checkpointLocation``) are spelled as its
+    page documents them, in the suggestion and in the list, like the reader's."""
+    from spark_windowing.datasource.window_options import WINDOW_OPTIONS, _check_names
+    with pytest.raises(UnknownOptionError) as e:
+        _check_names({"noDataBatch": "false"})
+    first, rest = str(e.value).splitlines()
+    assert first == "unknown option 'noDataBatch': did you mean 'noDataBatches'?"
+    listed = rest.split("window(df): ", 1)[1].split(", ")
+    assert {n.lower() for n in listed} == set(WINDOW_OPTIONS)
+    own = set(re.findall(r"^\| `([A-Za-z]+)`", WINDOW_DF_PAGE.read_text(), re.M))
+    assert own >= {"noDataBatches", "checkpointLocation"} and own <= set(listed)   # the page's own table

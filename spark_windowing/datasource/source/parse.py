@@ -89,14 +89,17 @@ def _unknown(name: str) -> bool:
 
 
 def unknown_option(name: str, value: object, known: tuple[str, ...] | None = None,
-                   where: str = "the reader options of docs/options.md") -> UnknownOptionError:
+                   where: str = "the reader options of docs/options.md",
+                   spelled: dict[str, str] | None = None) -> UnknownOptionError:
     """The error for option ``name``: the ``known`` options (lower case; default: the reader's)
-    closest to it (difflib, compared case-insensitively), in their documented casing; the whole
-    list on the message's second line."""
+    closest to it (difflib, compared case-insensitively), in their documented casing (the reader's,
+    and ``spelled``: lower case -> documented, for options of their own); the whole list on the
+    message's second line."""
     names = sorted(KNOWN_OPTIONS if known is None else known)
+    spelling = {**_DOCUMENTED, **(spelled or {})}
     close = difflib.get_close_matches(name.lower(), names, n=3, cutoff=0.75)
-    accepted = f"{where}: " + ", ".join(sorted((_DOCUMENTED.get(n, n) for n in names), key=str.lower))
-    return UnknownOptionError(name, value, accepted, suggestions=[_DOCUMENTED.get(c, c) for c in close])
+    accepted = f"{where}: " + ", ".join(sorted((spelling.get(n, n) for n in names), key=str.lower))
+    return UnknownOptionError(name, value, accepted, suggestions=[spelling.get(c, c) for c in close])
 
 
 def parse_options(raw: dict[str, str]) -> SourceConfig:
