@@ -227,10 +227,37 @@ def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str, batch_time: Any
                  "labels": list(shard_labels(cfg["shards"]))}
     end = {"checkpoint": cfg["checkpoint"], "labels": list(shard_labels(cfg["shards"]))} \
         if cfg["end_of_input"] == "fire" else None
-    ticks = staged.sparkSession.readStream.format("windowed").option(
+    reader = staged.sparkSession.readStream.format("windowed").option(
         TICKS_OPTION, ticks_settings(cfg["state_location"], cfg["pointer"], partition=cfg["shards"] == 1,
-                                     clock=clock, end=end)).load()
+                                     clock=clock, end=end))
+    try:
+        ticks = reader.load()
+    except Exception as e:  # AnalysisException; the JVM's, through py4j, when Spark's Python lacks the package
+        if "DATA_SOURCE_NOT_FOUND" in str(e):
+            raise _format_not_found(staged.sparkSession) from e
+        raise
     return staged.unionByName(ticks.withColumn(BT_COLUMN, batch_time), allowMissingColumns=True)
+
+
+def _format_not_found(spark: Any) -> WindowingError:
+    """The error for a ``windowed`` format Spark cannot find, with the likely cause: the Python Spark
+    starts lacks the package, or (the same Python) Spark's lookup cannot see it."""
+    import os
+    import shutil
+    import sys
+    spark_python = getattr(getattr(spark, "sparkContext", None), "pythonExec", None) or "python3"
+    found = shutil.which(spark_python)
+    # the same environment: the same bin directory (a virtualenv's pythons all link to its base's)
+    same = found is not None and os.path.dirname(os.path.abspath(found)) == os.path.dirname(sys.executable)
+    cause = ("Spark's lookup does not see the package in it: an editable install needs "
+             "--config-settings editable_mode=compat" if same else
+             f"it does not have spark_windowing, which this Python ({sys.executable!r}) has: set "
+             f"PYSPARK_PYTHON={sys.executable} before the session starts")
+    return WindowingError(
+        "window(df) cannot start: Spark does not find the 'windowed' format ([DATA_SOURCE_NOT_FOUND]), which "
+        "window(df) reads its ticks through (noDataBatches). Spark looks it up, and runs window(df)'s tasks, with "
+        f"the Python it starts ({spark_python!r}); {cause} "
+        "(docs/troubleshooting.md: 'Spark does not find the windowed format').")
 
 
 def _declare_columns(staged: "DataFrame", struct: Any, *, ticks: bool) -> None:

@@ -73,6 +73,39 @@ def test_a_fresh_process_uses_the_format_without_registering_it(tmp_path, mode):
     # virtualenvs imports at every interpreter start, is not the package)
 
 
+WINDOW_DF_SCRIPT = textwrap.dedent("""
+    from pyspark.sql import SparkSession
+    import spark_windowing
+
+    spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+    events = spark.readStream.format("rate").load()
+    try:
+        spark_windowing.window(events, window="tumbling(1 minute)", timestampColumn="timestamp",
+                               keyColumns="value", aggregate="count(*) AS n")
+    except spark_windowing.WindowingError as e:
+        print("ERROR", type(e).__name__, e)
+    spark.stop()
+""")
+
+
+def test_window_df_says_to_set_pyspark_python_when_sparks_python_lacks_the_package(tmp_path):
+    """The newcomer's mistake: a virtualenv's Python run without activating it, so Spark starts a
+    Python without the package. ``window(df)`` names that Python, this one, and the variable to set,
+    instead of Spark's bare ``[DATA_SOURCE_NOT_FOUND] ... windowed`` for a format the user never named."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    bare_python = str(bare / "bin" / "python")
+    (tmp_path / "job.py").write_text(WINDOW_DF_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYSPARK_DRIVER_PYTHON")}
+    env["PYSPARK_PYTHON"] = bare_python
+    done = subprocess.run([sys.executable, "job.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    error = next(line for line in done.stdout.splitlines() if line.startswith("ERROR"))
+    assert error.startswith("ERROR WindowingError window(df) cannot start: Spark does not find the 'windowed' format")
+    assert f"({bare_python!r})" in error and f"set PYSPARK_PYTHON={sys.executable} before" in error
+
+
 def test_conf_defaults_set_after_register_apply_to_later_queries(spark, tmp_path):
     """``register`` makes each ``format("windowed")`` carry the conf as it is at that call."""
     import spark_windowing
