@@ -100,6 +100,9 @@ marks windows closed in ``current``.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Iterator
@@ -242,9 +245,6 @@ def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str, batch_time: Any
 def _format_not_found(spark: Any) -> WindowingError:
     """The error for a ``windowed`` format Spark cannot find, with the likely cause: the Python Spark
     starts lacks the package, or (the same Python) Spark's lookup cannot see it."""
-    import os
-    import shutil
-    import sys
     spark_python = getattr(getattr(spark, "sparkContext", None), "pythonExec", None) or "python3"
     found = shutil.which(spark_python)
     # the same environment: the same bin directory (a virtualenv's pythons all link to its base's)
