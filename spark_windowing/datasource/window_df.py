@@ -245,7 +245,10 @@ def _with_ticks(staged: "DataFrame", cfg: dict, state_base: str, batch_time: Any
 def _format_not_found(spark: Any) -> WindowingError:
     """The error for a ``windowed`` format Spark cannot find, with the likely cause: the Python Spark
     starts lacks the package, or (the same Python) Spark's lookup cannot see it."""
-    spark_python = getattr(getattr(spark, "sparkContext", None), "pythonExec", None) or "python3"
+    try:
+        spark_python = spark.sparkContext.pythonExec or "python3"
+    except Exception:  # Spark Connect: no SparkContext (its server's Python is the one Spark uses)
+        spark_python = os.environ.get("PYSPARK_PYTHON", "python3")
     found = shutil.which(spark_python)
     # the same environment: the same bin directory (a virtualenv's pythons all link to its base's)
     same = found is not None and os.path.dirname(os.path.abspath(found)) == os.path.dirname(sys.executable)
